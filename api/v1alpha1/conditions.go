@@ -1,0 +1,42 @@
+package v1alpha1
+
+// Condition types on ExternalBackend status.
+const (
+	// ConditionReady summarises Resolved and Synced; kstatus and Argo CD read it.
+	ConditionReady = "Ready"
+	// ConditionResolved tells whether every source answered.
+	ConditionResolved = "Resolved"
+	// ConditionSynced tells whether the Service and EndpointSlices match what was resolved.
+	ConditionSynced = "Synced"
+	// ConditionStalled is True when the spec or the controller's configuration
+	// is wrong and retrying will not help until one of them changes.
+	ConditionStalled = "Stalled"
+)
+
+// Condition reasons. Each is CamelCase, as metav1.Condition requires.
+const (
+	// ReasonReady: every source resolved and the Service and slices are in sync.
+	ReasonReady = "Ready"
+	// ReasonResolved: every source answered.
+	ReasonResolved = "Resolved"
+	// ReasonSynced: the Service and EndpointSlices match what was resolved.
+	ReasonSynced = "Synced"
+	// ReasonProgressing: the spec changed and is being handled.
+	ReasonProgressing = "Progressing"
+	// ReasonSuspended: spec.suspend is true; nothing is resolved or written.
+	ReasonSuspended = "Suspended"
+
+	// ReasonInvalidSpec: the spec cannot be handled as written; the message names the field.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonProviderNotAvailable: no provider for the source's kind is built into this controller.
+	ReasonProviderNotAvailable = "ProviderNotAvailable"
+	// ReasonSourceFailed: a source failed; its last known endpoints are kept.
+	ReasonSourceFailed = "SourceFailed"
+	// ReasonAddressesDropped: some addresses were not published; status.dropped says why.
+	ReasonAddressesDropped = "AddressesDropped"
+
+	// ReasonServiceConflict: a Service of that name exists that this ExternalBackend does not own.
+	ReasonServiceConflict = "ServiceConflict"
+	// ReasonWriteFailed: writing the Service or an EndpointSlice failed; it is retried.
+	ReasonWriteFailed = "WriteFailed"
+)

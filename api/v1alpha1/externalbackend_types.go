@@ -1,0 +1,512 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AddressType is an address family published in EndpointSlices.
+// +kubebuilder:validation:Enum=IPv4;IPv6;FQDN
+type AddressType string
+
+// Address families, named as EndpointSlice addressType names them.
+const (
+	AddressTypeIPv4 AddressType = "IPv4"
+	AddressTypeIPv6 AddressType = "IPv6"
+	AddressTypeFQDN AddressType = "FQDN"
+)
+
+// ServiceType is how the generated Service is exposed inside the cluster.
+// +kubebuilder:validation:Enum=ClusterIP;Headless
+type ServiceType string
+
+// Service types.
+const (
+	// ServiceTypeClusterIP gives the Service a virtual IP that kube-proxy balances.
+	ServiceTypeClusterIP ServiceType = "ClusterIP"
+	// ServiceTypeHeadless gives the Service no virtual IP: cluster DNS answers
+	// with the endpoint addresses themselves.
+	ServiceTypeHeadless ServiceType = "Headless"
+)
+
+// Protocol is a transport protocol of a Service port.
+// +kubebuilder:validation:Enum=TCP;UDP;SCTP
+type Protocol string
+
+// Health is the health an endpoint is published with.
+// +kubebuilder:validation:Enum=Healthy;Unhealthy;Draining
+type Health string
+
+// Endpoint health values.
+const (
+	// HealthHealthy serves traffic: ready=true, serving=true.
+	HealthHealthy Health = "Healthy"
+	// HealthUnhealthy is published but takes no traffic: ready=false, serving=false.
+	HealthUnhealthy Health = "Unhealthy"
+	// HealthDraining is going away: ready=false, serving=true, terminating=true.
+	HealthDraining Health = "Draining"
+)
+
+// ExternalBackendSpec describes an outside backend and the Service that fronts it.
+// +kubebuilder:validation:XValidation:rule="!self.sources.exists(s, has(s.static) && s.static.endpoints.exists(e, !isIP(e.address))) || self.addressTypes.exists(t, t == 'FQDN')",message="spec.sources[].static.endpoints[].address: a DNS name is published only when spec.addressTypes includes FQDN; add FQDN or use an IP address"
+type ExternalBackendSpec struct {
+	// service describes the selectorless Service that fronts the backend.
+	// +required
+	Service ServiceSpec `json:"service"`
+
+	// sources list where the backend's endpoints come from. Endpoints of all
+	// sources are merged and de-duplicated by address.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Sources []Source `json:"sources"`
+
+	// addressTypes are the address families to publish, each in EndpointSlices
+	// of its own. FQDN is opt-in: kube-proxy ignores FQDN slices, so names are
+	// resolved to IPs unless FQDN is listed here.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:default={IPv4,IPv6}
+	AddressTypes []AddressType `json:"addressTypes,omitempty"`
+
+	// drainPeriod is how long an endpoint that vanished from its source stays
+	// published as terminating (ready=false, terminating=true) before it is
+	// removed. Unset takes the controller's --default-drain-period; "0s"
+	// removes vanished endpoints at once.
+	// +optional
+	DrainPeriod *metav1.Duration `json:"drainPeriod,omitempty"`
+
+	// maxEndpointsPerSlice caps the endpoints in one EndpointSlice. Unset takes
+	// the controller's --max-endpoints-per-slice (100 unless changed).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxEndpointsPerSlice *int32 `json:"maxEndpointsPerSlice,omitempty"`
+
+	// suspend stops reconciliation: nothing is resolved or written, and what
+	// was published stays as it is.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// ServiceSpec is the Service the controller writes.
+type ServiceSpec struct {
+	// name of the Service. Defaults to the ExternalBackend's name, which must
+	// then be a valid Service name (a DNS-1035 label of at most 63 characters).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name,omitempty"`
+
+	// type is ClusterIP (a virtual IP balanced by kube-proxy) or Headless
+	// (cluster DNS answers with the endpoint addresses).
+	// +optional
+	// +kubebuilder:default=ClusterIP
+	Type ServiceType `json:"type,omitempty"`
+
+	// ports of the Service. Each port's targetPort is the port on the backend.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:XValidation:rule="self.all(p, self.exists_one(q, q.port == p.port && q.protocol == p.protocol))",message="spec.service.ports: two ports share a port number and protocol; give each (port, protocol) pair once"
+	Ports []ServicePort `json:"ports"`
+
+	// labels added to the Service and its EndpointSlices.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('endpointslice.kubernetes.io/') && k != 'kubernetes.io/service-name' && k != 'service.kubernetes.io/headless')",message="spec.service.labels: keys owned by Kubernetes (kubernetes.io/service-name, endpointslice.kubernetes.io/*, service.kubernetes.io/headless) cannot be set"
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations added to the Service.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// trafficDistribution is copied to the Service (for example PreferClose):
+	// a hint to kube-proxy and meshes to prefer endpoints in the client's zone.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	TrafficDistribution *string `json:"trafficDistribution,omitempty"`
+}
+
+// ServicePort is one port of the Service.
+type ServicePort struct {
+	// name of the port, a DNS-1123 label unique in the Service. EndpointSlice
+	// ports carry the same name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// port the Service listens on inside the cluster.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+
+	// targetPort is the port on the backend. Defaults to port.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	TargetPort *int32 `json:"targetPort,omitempty"`
+
+	// protocol is TCP, UDP or SCTP.
+	// +optional
+	// +kubebuilder:default=TCP
+	Protocol Protocol `json:"protocol,omitempty"`
+
+	// appProtocol names the application protocol (for example
+	// kubernetes.io/h2c or postgresql) for meshes and gateways.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	AppProtocol *string `json:"appProtocol,omitempty"`
+}
+
+// Source is one place endpoints come from. Exactly one kind is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.static), has(self.dns), has(self.consul), has(self.awsRDS), has(self.awsEC2)].filter(x, x).size() == 1",message="spec.sources[]: set exactly one of static, dns, consul, awsRDS, awsEC2"
+type Source struct {
+	// name identifies the source on status; a DNS-1123 label unique in the list.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// static lists fixed addresses.
+	// +optional
+	Static *StaticSource `json:"static,omitempty"`
+
+	// dns resolves a DNS name's A and AAAA records.
+	// +optional
+	DNS *DNSSource `json:"dns,omitempty"`
+
+	// consul reads a Consul service's instances and their health checks.
+	// +optional
+	Consul *ConsulSource `json:"consul,omitempty"`
+
+	// awsRDS reads RDS DB instances or the members of an Aurora cluster.
+	// +optional
+	AWSRDS *AWSRDSSource `json:"awsRDS,omitempty"`
+
+	// awsEC2 reads EC2 instances by ID or tag.
+	// +optional
+	AWSEC2 *AWSEC2Source `json:"awsEC2,omitempty"`
+}
+
+// StaticSource is a fixed list of endpoints.
+type StaticSource struct {
+	// endpoints of the backend, each address at most once.
+	// +required
+	// +listType=map
+	// +listMapKey=address
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=1000
+	Endpoints []StaticEndpoint `json:"endpoints"`
+}
+
+// StaticEndpoint is one fixed endpoint.
+type StaticEndpoint struct {
+	// address is an IPv4 or IPv6 address, or a DNS name when spec.addressTypes
+	// includes FQDN. Loopback, link-local and unspecified addresses are refused:
+	// the API server would reject them in an EndpointSlice.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="isIP(self) || self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?\\\\.)+[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be an IPv4 or IPv6 address, or a lower-case DNS name of at least two labels"
+	// +kubebuilder:validation:XValidation:rule="!isIP(self) || (!ip(self).isLoopback() && !ip(self).isUnspecified() && !ip(self).isLinkLocalUnicast() && !ip(self).isLinkLocalMulticast())",message="loopback, link-local and unspecified addresses cannot be endpoints; use the backend's routable address"
+	Address string `json:"address"`
+
+	// zone of the endpoint (for example eu-west-1a), used for topology hints.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
+
+	// hostname of the endpoint, a DNS-1123 label; headless Services publish it in DNS.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Hostname string `json:"hostname,omitempty"`
+
+	// health overrides the endpoint's health; Healthy unless set.
+	// +optional
+	// +kubebuilder:default=Healthy
+	Health Health `json:"health,omitempty"`
+}
+
+// DNSSource resolves a DNS name to endpoints.
+type DNSSource struct {
+	// name to resolve (A and AAAA records, following CNAMEs).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// minRefresh is the shortest time between two lookups, whatever the TTL.
+	// +optional
+	MinRefresh *metav1.Duration `json:"minRefresh,omitempty"`
+
+	// maxRefresh is the longest time between two lookups, whatever the TTL.
+	// +optional
+	MaxRefresh *metav1.Duration `json:"maxRefresh,omitempty"`
+}
+
+// ConsulSource reads a service from the Consul catalog. The Consul address,
+// TLS settings and ACL token come from the controller's configuration.
+type ConsulSource struct {
+	// service name in Consul.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Service string `json:"service"`
+
+	// datacenter to query; the agent's own when unset.
+	// +optional
+	Datacenter string `json:"datacenter,omitempty"`
+
+	// tags an instance must all carry.
+	// +optional
+	// +listType=set
+	Tags []string `json:"tags,omitempty"`
+
+	// namespace (Consul Enterprise).
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// partition (Consul Enterprise).
+	// +optional
+	Partition string `json:"partition,omitempty"`
+
+	// nodeMeta an instance's node must carry.
+	// +optional
+	NodeMeta map[string]string `json:"nodeMeta,omitempty"`
+
+	// onlyPassing publishes only instances whose checks all pass; warning
+	// instances serve otherwise.
+	// +optional
+	OnlyPassing bool `json:"onlyPassing,omitempty"`
+
+	// zoneMetaKey is the service-meta or node-meta key that holds the zone.
+	// +optional
+	ZoneMetaKey string `json:"zoneMetaKey,omitempty"`
+}
+
+// AWSRDSRole selects members of an Aurora cluster.
+// +kubebuilder:validation:Enum=writer;readers;any
+type AWSRDSRole string
+
+// Aurora cluster roles.
+const (
+	AWSRDSRoleWriter  AWSRDSRole = "writer"
+	AWSRDSRoleReaders AWSRDSRole = "readers"
+	AWSRDSRoleAny     AWSRDSRole = "any"
+)
+
+// AWSRDSSource reads RDS DB instances: one by identifier, the members of an
+// Aurora cluster, or all instances carrying some tags.
+// +kubebuilder:validation:XValidation:rule="[has(self.dbInstanceIdentifier), has(self.dbClusterIdentifier), has(self.tags)].filter(x, x).size() == 1",message="spec.sources[].awsRDS: set exactly one of dbInstanceIdentifier, dbClusterIdentifier, tags"
+type AWSRDSSource struct {
+	// region of the instances, for example eu-west-1.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Region string `json:"region"`
+
+	// dbInstanceIdentifier selects one DB instance.
+	// +optional
+	DBInstanceIdentifier string `json:"dbInstanceIdentifier,omitempty"`
+
+	// dbClusterIdentifier selects the members of an Aurora cluster.
+	// +optional
+	DBClusterIdentifier string `json:"dbClusterIdentifier,omitempty"`
+
+	// role picks the writer, the readers or any member of the cluster.
+	// +optional
+	// +kubebuilder:default=any
+	Role AWSRDSRole `json:"role,omitempty"`
+
+	// tags an instance must all carry.
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+
+	// assumeRoleARN is assumed to read the instances; it must be in the
+	// controller's --aws-allowed-role-arns.
+	// +optional
+	AssumeRoleARN string `json:"assumeRoleARN,omitempty"`
+}
+
+// AWSEC2AddressKind selects which address of an EC2 instance is published.
+// +kubebuilder:validation:Enum=Private;Public
+type AWSEC2AddressKind string
+
+// EC2 address kinds.
+const (
+	AWSEC2AddressPrivate AWSEC2AddressKind = "Private"
+	AWSEC2AddressPublic  AWSEC2AddressKind = "Public"
+)
+
+// AWSEC2Source reads EC2 instances by ID or tag.
+// +kubebuilder:validation:XValidation:rule="has(self.instanceIDs) != has(self.tags)",message="spec.sources[].awsEC2: set exactly one of instanceIDs, tags"
+type AWSEC2Source struct {
+	// region of the instances.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Region string `json:"region"`
+
+	// instanceIDs to publish.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1000
+	InstanceIDs []string `json:"instanceIDs,omitempty"`
+
+	// tags an instance must all carry.
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+
+	// addressKind is Private (the default) or Public.
+	// +optional
+	// +kubebuilder:default=Private
+	AddressKind AWSEC2AddressKind `json:"addressKind,omitempty"`
+
+	// assumeRoleARN is assumed to read the instances; it must be in the
+	// controller's --aws-allowed-role-arns.
+	// +optional
+	AssumeRoleARN string `json:"assumeRoleARN,omitempty"`
+}
+
+// ExternalBackendStatus is what the controller observed and did.
+type ExternalBackendStatus struct {
+	// observedGeneration is the generation whose spec was fully handled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready summarises Resolved and Synced; Stalled is set when
+	// the spec or configuration is wrong and retrying will not help.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// serviceName is the Service the controller writes.
+	// +optional
+	ServiceName string `json:"serviceName,omitempty"`
+
+	// endpoints counts the published endpoints.
+	// +optional
+	Endpoints EndpointCounts `json:"endpoints,omitempty"`
+
+	// slices is the number of EndpointSlices the controller manages.
+	// +optional
+	Slices int32 `json:"slices,omitempty"`
+
+	// sources is the state of each source.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Sources []SourceStatus `json:"sources,omitempty"`
+
+	// dropped lists addresses that were found but not published, with why
+	// (at most 20 are listed).
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	Dropped []DroppedAddress `json:"dropped,omitempty"`
+
+	// draining lists endpoints that vanished from their source and are kept as
+	// terminating until their drain period ends.
+	// +optional
+	// +listType=map
+	// +listMapKey=address
+	Draining []DrainingEndpoint `json:"draining,omitempty"`
+}
+
+// EndpointCounts counts published endpoints by family and condition.
+type EndpointCounts struct {
+	// total published endpoints.
+	Total int32 `json:"total"`
+	// ready endpoints (serving and not terminating).
+	Ready int32 `json:"ready"`
+	// serving endpoints, terminating or not.
+	Serving int32 `json:"serving"`
+	// terminating endpoints.
+	Terminating int32 `json:"terminating"`
+	// ipv4 endpoints.
+	IPv4 int32 `json:"ipv4"`
+	// ipv6 endpoints.
+	IPv6 int32 `json:"ipv6"`
+	// fqdn endpoints.
+	FQDN int32 `json:"fqdn"`
+}
+
+// SourceStatus is the state of one source.
+type SourceStatus struct {
+	// name of the source in spec.sources.
+	Name string `json:"name"`
+	// kind of the source: static, dns, consul, awsRDS or awsEC2.
+	Kind string `json:"kind"`
+	// endpoints the source returned on its last success.
+	Endpoints int32 `json:"endpoints"`
+	// lastSuccessTime is when the source last answered (refreshed at least
+	// every five minutes while nothing else about the source changes).
+	// +optional
+	LastSuccessTime *metav1.Time `json:"lastSuccessTime,omitempty"`
+	// stale is true when the last attempt failed and the endpoints last known
+	// from this source are kept.
+	// +optional
+	Stale bool `json:"stale,omitempty"`
+	// lastError is the last failure, empty after a success.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+}
+
+// DroppedAddress is an address a source found that was not published.
+type DroppedAddress struct {
+	// source that returned the address.
+	Source string `json:"source"`
+	// address as the source gave it.
+	Address string `json:"address"`
+	// reason it was dropped, naming the rule and the fix.
+	Reason string `json:"reason"`
+}
+
+// DrainingEndpoint is an endpoint kept as terminating after it vanished.
+type DrainingEndpoint struct {
+	// address of the endpoint.
+	Address string `json:"address"`
+	// since is when it vanished; it is removed at since + drainPeriod.
+	Since metav1.Time `json:"since"`
+}
+
+// ExternalBackend publishes a backend outside the cluster as a selectorless
+// Service and EndpointSlices that follow its addresses, health and zones.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=xb,categories=backendslice
+// +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.status.serviceName`
+// +kubebuilder:printcolumn:name="Endpoints",type=integer,JSONPath=`.status.endpoints.total`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ExternalBackend struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec describes the backend and its Service.
+	// +required
+	Spec ExternalBackendSpec `json:"spec"`
+
+	// status is written by the controller.
+	// +optional
+	Status ExternalBackendStatus `json:"status,omitempty"`
+}
+
+// ExternalBackendList is a list of ExternalBackends.
+//
+// +kubebuilder:object:root=true
+type ExternalBackendList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ExternalBackend `json:"items"`
+}

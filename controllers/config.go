@@ -1,0 +1,43 @@
+// Package controllers holds the ExternalBackend reconciler: it resolves each
+// source through the provider registry, normalises what was found, keeps a
+// selectorless Service and the EndpointSlices behind it in line, and reports
+// on status.
+package controllers
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Names fixed by the design: labels our objects carry and the field manager.
+const (
+	// FieldManager is the field manager of every write.
+	FieldManager = "backendslice"
+	// ManagedByValue is our value of the endpointslice.kubernetes.io/managed-by label.
+	ManagedByValue = "externalbackend-controller.backendslice.io"
+	// BackendLabel names the ExternalBackend a Service or EndpointSlice belongs to.
+	// The cache only holds Services and slices that carry it.
+	BackendLabel = "backendslice.io/backend"
+)
+
+// Config is the controller's configuration, from its flags.
+type Config struct {
+	// MaxEndpointsPerSlice applies where the spec sets none.
+	MaxEndpointsPerSlice int32
+	// DefaultDrainPeriod applies where the spec sets none.
+	DefaultDrainPeriod time.Duration
+	// DeniedPrefixes are networks no endpoint may be in.
+	DeniedPrefixes []netip.Prefix
+	// DeniedNames are DNS names no FQDN endpoint may have ("*.x" for all under x).
+	DeniedNames []string
+	// ResolveTimeout bounds one provider call.
+	ResolveTimeout time.Duration
+}
+
+// DefaultDeniedCIDRs are the cloud metadata addresses that the API server
+// does not already reject (it rejects 169.254.0.0/16 as link-local): AWS's
+// IPv6 instance metadata and Alibaba Cloud's metadata service.
+func DefaultDeniedCIDRs() []string { return []string{"fd00:ec2::254/128", "100.100.100.200/32"} }
+
+// DefaultDeniedNames are metadata service names an FQDN endpoint must not aim at.
+func DefaultDeniedNames() []string { return []string{"metadata.google.internal", "metadata.goog"} }

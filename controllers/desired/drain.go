@@ -1,0 +1,84 @@
+package desired
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+)
+
+// DrainInput is what Drain needs to know.
+type DrainInput struct {
+	// Current endpoints, from the sources that answered.
+	Current []Endpoint
+	// Published endpoints, read back from our slices.
+	Published []Endpoint
+	// Draining are the drain records from status: when each vanished endpoint
+	// was first seen missing.
+	Draining []v1alpha1.DrainingEndpoint
+	// Now is the time of this reconcile.
+	Now time.Time
+	// Period is how long a vanished endpoint stays as terminating.
+	Period time.Duration
+	// HoldVanished keeps vanished endpoints exactly as published, without
+	// starting their drain: a source failed, so a missing endpoint may only be
+	// missing from the answer we did not get.
+	HoldVanished bool
+}
+
+// DrainResult is what to publish.
+type DrainResult struct {
+	// Endpoints are the current endpoints plus the ones still draining.
+	Endpoints []Endpoint
+	// Draining are the drain records to keep on status.
+	Draining []v1alpha1.DrainingEndpoint
+	// NextExpiry is how long until the first drain ends; zero when none runs.
+	NextExpiry time.Duration
+}
+
+// Drain keeps endpoints that vanished from their source published as
+// terminating (ready=false, serving as last published) until the drain period
+// since they vanished has passed, then lets them go. An endpoint that comes
+// back is published as its source says, and its drain record is dropped.
+func Drain(in DrainInput) DrainResult {
+	since := map[string]metav1.Time{}
+	for _, d := range in.Draining {
+		since[d.Address] = d.Since
+	}
+	current := map[string]bool{}
+	for _, e := range in.Current {
+		current[e.key()] = true
+	}
+	res := DrainResult{Endpoints: slices.Clone(in.Current)}
+	for _, e := range in.Published {
+		if current[e.key()] {
+			continue
+		}
+		if in.HoldVanished {
+			res.Endpoints = append(res.Endpoints, e)
+			if s, ok := since[e.Address]; ok {
+				res.Draining = append(res.Draining, v1alpha1.DrainingEndpoint{Address: e.Address, Since: s})
+			}
+			continue
+		}
+		start, ok := since[e.Address]
+		if !ok {
+			start = metav1.NewTime(in.Now)
+		}
+		left := start.Add(in.Period).Sub(in.Now)
+		if left <= 0 {
+			continue
+		}
+		e.Terminating = true
+		res.Endpoints = append(res.Endpoints, e)
+		res.Draining = append(res.Draining, v1alpha1.DrainingEndpoint{Address: e.Address, Since: start})
+		if res.NextExpiry == 0 || left < res.NextExpiry {
+			res.NextExpiry = left
+		}
+	}
+	slices.SortFunc(res.Draining, func(a, b v1alpha1.DrainingEndpoint) int { return strings.Compare(a.Address, b.Address) })
+	return res
+}

@@ -1,0 +1,173 @@
+package desired
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
+)
+
+// SourceResult is what one source gave: endpoints, or an error.
+type SourceResult struct {
+	// Name is the source's name in spec.sources.
+	Name      string
+	Endpoints []providers.Endpoint
+	// Err is set when the source failed; its endpoints are then not used.
+	Err error
+}
+
+// Policy says what may be published.
+type Policy struct {
+	// AddressTypes are the families the spec publishes.
+	AddressTypes []v1alpha1.AddressType
+	// DeniedPrefixes are networks no endpoint may be in: cloud metadata
+	// addresses the API server does not reject itself, and the cluster's own
+	// Pod and Service ranges where the operator lists them.
+	DeniedPrefixes []netip.Prefix
+	// DeniedNames are DNS names no FQDN endpoint may have; an entry "*.x"
+	// denies every name under x.
+	DeniedNames []string
+	// Ports are the Service's ports; each endpoint is reached on their targetPorts.
+	Ports []v1alpha1.ServicePort
+}
+
+// Dropped is an address that was not published, and why.
+type Dropped = v1alpha1.DroppedAddress
+
+// Normalize merges the endpoints of the sources that answered: canonical
+// addresses, classified by family, de-duplicated by address (the first source
+// in spec order wins, keeping the health it gave), and filtered by policy.
+// Addresses that cannot or must not be published are returned as dropped.
+func Normalize(results []SourceResult, pol Policy) ([]Endpoint, []Dropped) {
+	want := map[discoveryv1.AddressType]bool{}
+	for _, t := range pol.AddressTypes {
+		want[discoveryv1.AddressType(t)] = true
+	}
+	seen := map[string]bool{}
+	var out []Endpoint
+	var dropped []Dropped
+	for _, r := range results {
+		if r.Err != nil {
+			continue
+		}
+		for _, pe := range r.Endpoints {
+			e, reason := normalizeOne(pe, want, pol)
+			if reason != "" {
+				dropped = append(dropped, Dropped{Source: r.Name, Address: pe.Address, Reason: reason})
+				continue
+			}
+			if seen[e.key()] {
+				continue
+			}
+			seen[e.key()] = true
+			out = append(out, e)
+		}
+	}
+	return out, dropped
+}
+
+func normalizeOne(pe providers.Endpoint, want map[discoveryv1.AddressType]bool, pol Policy) (Endpoint, string) {
+	e := Endpoint{Zone: pe.Zone, Serving: pe.Serving, Terminating: pe.Terminating}
+	if len(validation.IsDNS1123Label(pe.Hostname)) == 0 {
+		e.Hostname = pe.Hostname
+	}
+	addr, err := netip.ParseAddr(pe.Address)
+	switch {
+	case err == nil:
+		if reason := unsafeIP(addr, pol.DeniedPrefixes); reason != "" {
+			return e, reason
+		}
+		addr = addr.Unmap()
+		e.Address = addr.String()
+		e.AddressType = discoveryv1.AddressTypeIPv4
+		if addr.Is6() {
+			e.AddressType = discoveryv1.AddressTypeIPv6
+		}
+	default:
+		name := strings.TrimSuffix(strings.ToLower(pe.Address), ".")
+		if reason := invalidName(name, pol.DeniedNames); reason != "" {
+			return e, reason
+		}
+		e.Address = name
+		e.AddressType = discoveryv1.AddressTypeFQDN
+	}
+	if !want[e.AddressType] {
+		return e, fmt.Sprintf("%s address, but spec.addressTypes does not list %s; add it to publish this address",
+			e.AddressType, e.AddressType)
+	}
+	e.Ports = endpointPorts(pol.Ports, pe.Port)
+	return e, ""
+}
+
+// unsafeIP names why an IP must not be published: the API server rejects
+// some ranges, and the policy denies others.
+func unsafeIP(a netip.Addr, denied []netip.Prefix) string {
+	switch {
+	case a.Zone() != "":
+		return "an IPv6 zone (%iface) is local to one host; give the address without it"
+	case a.IsUnspecified():
+		return "unspecified address (0.0.0.0 or ::) is not a backend"
+	case a.IsLoopback():
+		return "loopback address would point the Service at the client's own host"
+	case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast():
+		return "link-local address (169.254.0.0/16, fe80::/10) is not routable and holds cloud metadata services"
+	case a.IsMulticast():
+		return "multicast address is not a backend"
+	}
+	for _, p := range denied {
+		if p.Contains(a.Unmap()) || p.Contains(a) {
+			return fmt.Sprintf("address is inside %s, denied by the controller's --denied-cidrs (cloud metadata or cluster networks)", p)
+		}
+	}
+	return ""
+}
+
+// invalidName names why a DNS name cannot be an FQDN endpoint.
+func invalidName(name string, denied []string) string {
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "neither an IP address nor a valid DNS name: " + strings.Join(errs, "; ")
+	}
+	if !strings.Contains(name, ".") {
+		return "a DNS name needs at least two labels (for example db.example.com)"
+	}
+	for _, d := range denied {
+		if name == d || (strings.HasPrefix(d, "*.") && strings.HasSuffix(name, d[1:])) {
+			return fmt.Sprintf("name matches %q, denied by the controller's --denied-names (cloud metadata or cluster names)", d)
+		}
+	}
+	return ""
+}
+
+// endpointPorts are the EndpointSlice ports for the Service's ports. A
+// provider's port (a backend that tells its own, as RDS instances do) is used
+// where the spec gives no targetPort.
+func endpointPorts(ports []v1alpha1.ServicePort, override int32) []discoveryv1.EndpointPort {
+	out := make([]discoveryv1.EndpointPort, 0, len(ports))
+	for _, p := range ports {
+		port := p.Port
+		switch {
+		case p.TargetPort != nil:
+			port = *p.TargetPort
+		case override != 0:
+			port = override
+		}
+		proto := p.Protocol
+		if proto == "" {
+			proto = "TCP"
+		}
+		out = append(out, discoveryv1.EndpointPort{
+			Name:        ptr.To(p.Name),
+			Port:        ptr.To(port),
+			Protocol:    ptr.To(corev1.Protocol(proto)),
+			AppProtocol: p.AppProtocol,
+		})
+	}
+	return out
+}

@@ -1,0 +1,210 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-playground/validator/v10"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers/desired"
+	"github.com/backendslice/backendslice/providers"
+)
+
+// errRequeue asks for another pass at once: a step changed something the
+// next pass must see (for example a Service that had to be recreated).
+var errRequeue = errors.New("requeue")
+
+// Reconciler keeps the Service and EndpointSlices of each ExternalBackend true.
+type Reconciler struct {
+	client.Client
+	// APIReader reads past the cache, for objects the cache does not hold.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Events    events.EventRecorder
+	Providers *providers.Registry
+	Config    Config
+	Metrics   *Metrics
+	Clock     clock.PassiveClock
+
+	validate *validator.Validate
+}
+
+// reconcileState is what one reconcile learns and decides, passed along its steps.
+type reconcileState struct {
+	xb          *v1alpha1.ExternalBackend
+	serviceName string
+	// results of each source, in spec order.
+	results []desired.SourceResult
+	// endpoints to publish, draining ones included.
+	endpoints []desired.Endpoint
+	dropped   []v1alpha1.DroppedAddress
+	draining  []v1alpha1.DrainingEndpoint
+	// requeueAfter is the earliest time a provider or a drain wants another look.
+	requeueAfter time.Duration
+	// existing are the slices we manage, as the cache has them.
+	existing []discoveryv1.EndpointSlice
+	// sliceNames are the names of every cached slice of the Service, ours or not.
+	sliceNames map[string]bool
+	service    *corev1.Service
+	slices     int32
+	// specErr is set when the spec is invalid; nothing is resolved or written.
+	specErr error
+	// syncErr is set when writing the Service or slices failed.
+	syncErr error
+}
+
+// +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends,verbs=get;list;watch
+// +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=services/finalizers,verbs=update
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete;deletecollection
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile loads the ExternalBackend, runs the steps and patches status once.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	start := r.Clock.Now()
+	xb := &v1alpha1.ExternalBackend{}
+	if err := r.Get(ctx, req.NamespacedName, xb); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget(req.Namespace, req.Name)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !xb.DeletionTimestamp.IsZero() {
+		// Owner references let garbage collection remove the Service and slices.
+		return ctrl.Result{}, nil
+	}
+	st := &reconcileState{xb: xb, serviceName: serviceName(xb)}
+	before := xb.DeepCopy()
+	defer func() {
+		retErr = r.finish(ctx, before, st, retErr)
+		r.Metrics.reconciled(retErr, r.Clock.Since(start))
+		if retErr == nil {
+			res.RequeueAfter = st.requeueAfter
+		}
+	}()
+	if xb.Spec.Suspend {
+		return ctrl.Result{}, nil
+	}
+	if err := validateSpec(r.validate, xb); err != nil {
+		st.specErr = err
+		return ctrl.Result{}, nil
+	}
+	for _, step := range []func(context.Context, *reconcileState) error{
+		r.resolve,
+		r.ensureService,
+		r.syncSlices,
+	} {
+		if err := step(ctx, st); err != nil {
+			st.syncErr = err
+			return ctrl.Result{}, nil
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// finish writes status and events from what the steps found, and decides
+// whether to retry: transient failures return an error (retried with
+// backoff), terminal ones wait for a change.
+func (r *Reconciler) finish(ctx context.Context, before *v1alpha1.ExternalBackend, st *reconcileState, err error) error {
+	xb := st.xb
+	wasReady := metav1.ConditionStatus("")
+	if c := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		wasReady = c.Status
+	}
+	out := summarize(outcomeOf(st, wasReady))
+	st.requeueAfter = earliest(st.requeueAfter, out.recheck)
+	xb.Status.ServiceName = st.serviceName
+	if !xb.Spec.Suspend && st.specErr == nil {
+		xb.Status.Sources = sourceStatuses(before.Status.Sources, xb.Spec.Sources, st.results, r.Clock.Now())
+		if st.syncErr == nil {
+			xb.Status.Endpoints = countEndpoints(st.endpoints)
+			xb.Status.Dropped = capDropped(st.dropped)
+			xb.Status.Draining = st.draining
+			xb.Status.Slices = st.slices
+		}
+	}
+	for _, c := range out.conditions {
+		c.ObservedGeneration = xb.Generation
+		meta.SetStatusCondition(&xb.Status.Conditions, c)
+	}
+	if out.removeStalled {
+		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionStalled)
+	}
+	if out.final {
+		xb.Status.ObservedGeneration = xb.Generation
+	}
+	log.FromContext(ctx).V(1).Info("reconciled", "endpoints", xb.Status.Endpoints.Total,
+		"ready", xb.Status.Endpoints.Ready, "slices", xb.Status.Slices, "requeueAfter", st.requeueAfter)
+	r.announce(before, xb)
+	r.Metrics.endpoints(xb)
+	if patchErr := r.Status().Patch(ctx, xb, client.MergeFrom(before)); patchErr != nil && !apierrors.IsNotFound(patchErr) {
+		return errors.Join(err, fmt.Errorf("patching status: %w", patchErr))
+	}
+	if err != nil {
+		return err
+	}
+	return out.retry
+}
+
+// announce emits an event when the Ready condition changes, so that a
+// failure is told once, not at every retry.
+func (r *Reconciler) announce(before, after *v1alpha1.ExternalBackend) {
+	now := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.ConditionReady)
+	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady)
+	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason && was.Message == now.Message) {
+		return
+	}
+	kind := corev1.EventTypeNormal
+	if now.Status != metav1.ConditionTrue {
+		kind = corev1.EventTypeWarning
+	}
+	r.event(after, kind, now.Reason, "Reconcile", "%s", now.Message)
+}
+
+// event records an event about the ExternalBackend.
+func (r *Reconciler) event(xb *v1alpha1.ExternalBackend, kind, reason, action, note string, args ...any) {
+	r.Events.Eventf(xb, nil, kind, reason, action, note, args...)
+}
+
+// SetupWithManager registers the controller: it watches ExternalBackends,
+// and the Services and EndpointSlices they own, so drift is reverted.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.validate = newValidator()
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	byBackendLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
+		name, ok := o.GetLabels()[BackendLabel]
+		if !ok {
+			return nil
+		}
+		return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.ExternalBackend{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&corev1.Service{}, byBackendLabel).
+		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel).
+		Named("externalbackend").
+		Complete(r)
+}

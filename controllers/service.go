@@ -1,0 +1,280 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers/desired"
+)
+
+// ipFamilies are the Service's IP families: those of the published
+// endpoints in spec order, or the spec's IP families while none is published.
+func ipFamilies(spec []v1alpha1.AddressType, eps []desired.Endpoint) []corev1.IPFamily {
+	present := map[discoveryv1.AddressType]bool{}
+	for _, e := range eps {
+		present[e.AddressType] = true
+	}
+	var fams, all []corev1.IPFamily
+	for _, t := range spec {
+		if t == v1alpha1.AddressTypeFQDN {
+			continue
+		}
+		all = append(all, corev1.IPFamily(t))
+		if present[discoveryv1.AddressType(t)] {
+			fams = append(fams, corev1.IPFamily(t))
+		}
+	}
+	if len(fams) == 0 {
+		return all
+	}
+	return fams
+}
+
+// desiredService is the Service for the backend: selectorless, owned by the
+// ExternalBackend, with the spec's ports, labels and annotations.
+func desiredService(xb *v1alpha1.ExternalBackend, fams []corev1.IPFamily) *corev1.Service {
+	spec := xb.Spec.Service
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            serviceName(xb),
+			Namespace:       xb.Namespace,
+			Labels:          ourLabels(spec.Labels, xb.Name),
+			Annotations:     maps.Clone(spec.Annotations),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(xb, v1alpha1.GroupVersion.WithKind("ExternalBackend"))},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:                corev1.ServiceTypeClusterIP,
+			TrafficDistribution: spec.TrafficDistribution,
+		},
+	}
+	if spec.Type == v1alpha1.ServiceTypeHeadless {
+		svc.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	for _, p := range spec.Ports {
+		proto := corev1.Protocol(p.Protocol)
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
+			Name:        p.Name,
+			Port:        p.Port,
+			Protocol:    proto,
+			AppProtocol: p.AppProtocol,
+			TargetPort:  intOrPort(ptr.Deref(p.TargetPort, p.Port)),
+		})
+	}
+	if len(fams) > 0 {
+		svc.Spec.IPFamilies = fams
+		svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
+		if len(fams) > 1 {
+			// PreferDualStack rather than Require: a single-stack cluster
+			// still gets a Service, with its one family.
+			svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
+		}
+	}
+	return svc
+}
+
+// ourLabels are the spec's labels plus the one that ties an object to its
+// ExternalBackend (and keeps it in the controller's cache).
+func ourLabels(spec map[string]string, backend string) map[string]string {
+	l := maps.Clone(spec)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[BackendLabel] = backend
+	return l
+}
+
+// ownerRef is a controller reference to owner, of kind gvk.
+func ownerRef(owner metav1.Object, gvk schema.GroupVersionKind) metav1.OwnerReference {
+	return *metav1.NewControllerRef(owner, gvk)
+}
+
+// intOrPort is a numeric targetPort.
+func intOrPort(p int32) intstr.IntOrString { return intstr.FromInt32(p) }
+
+// mergeService returns current with every field we own set as want says,
+// and whether anything changed. Fields the API server or others own (cluster
+// IPs, foreign labels and annotations) are kept; a selector is always
+// removed, since a selector would let the endpoints controller fight us.
+func mergeService(current, want *corev1.Service) (*corev1.Service, bool) {
+	out := current.DeepCopy()
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	maps.Copy(out.Labels, want.Labels)
+	if len(want.Annotations) > 0 && out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	maps.Copy(out.Annotations, want.Annotations)
+	out.OwnerReferences = want.OwnerReferences
+	out.Spec.Selector = nil
+	out.Spec.Type = want.Spec.Type
+	out.Spec.Ports = mergePorts(current.Spec.Ports, want.Spec.Ports)
+	out.Spec.TrafficDistribution = want.Spec.TrafficDistribution
+	if want.Spec.IPFamilyPolicy != nil && !familiesSatisfied(current.Spec, want.Spec) {
+		out.Spec.IPFamilyPolicy = want.Spec.IPFamilyPolicy
+		out.Spec.IPFamilies = want.Spec.IPFamilies
+		if len(want.Spec.IPFamilies) < len(current.Spec.ClusterIPs) {
+			// Going back to one family drops the second cluster IP.
+			out.Spec.ClusterIPs = current.Spec.ClusterIPs[:len(want.Spec.IPFamilies)]
+		}
+	}
+	return out, !apiequality.Semantic.DeepEqual(current, out)
+}
+
+// mergePorts keeps the API server's defaults (none for a selectorless
+// ClusterIP Service besides what we set) and otherwise takes want's ports.
+func mergePorts(current, want []corev1.ServicePort) []corev1.ServicePort {
+	out := slices.Clone(want)
+	for i := range out {
+		for _, c := range current {
+			if c.Name == out[i].Name && c.Protocol == out[i].Protocol {
+				out[i].NodePort = c.NodePort
+			}
+		}
+	}
+	return out
+}
+
+// familiesSatisfied tells whether the current families already give what
+// want asks: the same policy and primary family, and for PreferDualStack
+// either both families or only the primary (on a single-stack cluster).
+func familiesSatisfied(current, want corev1.ServiceSpec) bool {
+	if ptr.Deref(current.IPFamilyPolicy, "") != ptr.Deref(want.IPFamilyPolicy, "") || len(current.IPFamilies) == 0 {
+		return false
+	}
+	if current.IPFamilies[0] != want.IPFamilies[0] {
+		return false
+	}
+	return slices.Equal(current.IPFamilies, want.IPFamilies) ||
+		(*want.IPFamilyPolicy == corev1.IPFamilyPolicyPreferDualStack && len(current.IPFamilies) == 1)
+}
+
+// recreateReason says why the Service must be deleted and created again, or
+// "" when it can be updated: the API server lets neither the primary IP
+// family nor the choice between a cluster IP and none change.
+func recreateReason(current, want *corev1.Service) string {
+	if (current.Spec.ClusterIP == corev1.ClusterIPNone) != (want.Spec.ClusterIP == corev1.ClusterIPNone) {
+		return "to switch between ClusterIP and Headless"
+	}
+	if len(current.Spec.IPFamilies) > 0 && len(want.Spec.IPFamilies) > 0 && current.Spec.IPFamilies[0] != want.Spec.IPFamilies[0] {
+		return fmt.Sprintf("to change its primary IP family from %s to %s", current.Spec.IPFamilies[0], want.Spec.IPFamilies[0])
+	}
+	return ""
+}
+
+// errServiceConflict says a Service of our name exists that we do not own.
+type errServiceConflict struct{ msg string }
+
+func (e errServiceConflict) Error() string { return e.msg }
+
+// conflictMessage explains who holds the Service name and the way out.
+func conflictMessage(svc *corev1.Service) string {
+	owner := "no owner"
+	if ref := metav1.GetControllerOf(svc); ref != nil {
+		owner = fmt.Sprintf("owned by %s %s", ref.Kind, ref.Name)
+	}
+	extra := ""
+	if len(svc.Spec.Selector) > 0 {
+		extra = " and has a selector"
+	}
+	return fmt.Sprintf("Service %s/%s exists, %s%s; backendslice never takes over a Service it did not create: delete or rename that Service, or set spec.service.name to another name",
+		svc.Namespace, svc.Name, owner, extra)
+}
+
+// ensureService creates or corrects the Service and removes Services this
+// backend made under a previous name.
+func (r *Reconciler) ensureService(ctx context.Context, st *reconcileState) error {
+	want := desiredService(st.xb, ipFamilies(st.xb.Spec.AddressTypes, st.endpoints))
+	current := &corev1.Service{}
+	err := r.Get(ctx, client.ObjectKeyFromObject(want), current)
+	switch {
+	case apierrors.IsNotFound(err):
+		// Our cache only holds Services that carry our label, so a miss may
+		// still be someone else's Service: Create fails then, and we look.
+		if err := r.Create(ctx, want, client.FieldOwner(FieldManager)); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return r.serviceConflict(ctx, want)
+			}
+			return fmt.Errorf("creating Service %s: %w", want.Name, err)
+		}
+		r.Metrics.write("Service", "create")
+		r.event(st.xb, corev1.EventTypeNormal, "ServiceCreated", "Create", "created Service %s", want.Name)
+		st.service = want
+	case err != nil:
+		return fmt.Errorf("reading Service %s: %w", want.Name, err)
+	case !metav1.IsControlledBy(current, st.xb):
+		return errServiceConflict{conflictMessage(current)}
+	case recreateReason(current, want) != "":
+		why := recreateReason(current, want)
+		if err := r.Delete(ctx, current, client.Preconditions{UID: &current.UID, ResourceVersion: &current.ResourceVersion}); err != nil {
+			return fmt.Errorf("deleting Service %s %s: %w", want.Name, why, err)
+		}
+		r.Metrics.write("Service", "delete")
+		r.event(st.xb, corev1.EventTypeNormal, "ServiceRecreated", "Delete", "deleted Service %s %s; it is created again", want.Name, why)
+		return errRequeue
+	default:
+		merged, changed := mergeService(current, want)
+		if changed {
+			if err := r.Update(ctx, merged, client.FieldOwner(FieldManager)); err != nil {
+				return fmt.Errorf("updating Service %s: %w", want.Name, err)
+			}
+			r.Metrics.write("Service", "update")
+			r.event(st.xb, corev1.EventTypeNormal, "ServiceUpdated", "Update", "updated Service %s", want.Name)
+		}
+		st.service = merged
+	}
+	return r.removeOldServices(ctx, st)
+}
+
+// serviceConflict reads the Service that holds our name, bypassing the
+// cache, to say whose it is.
+func (r *Reconciler) serviceConflict(ctx context.Context, want *corev1.Service) error {
+	other := &corev1.Service{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), other); err != nil {
+		return fmt.Errorf("reading Service %s that holds our name: %w", want.Name, err)
+	}
+	return errServiceConflict{conflictMessage(other)}
+}
+
+// removeOldServices deletes Services (and their slices) that this backend
+// created under another name, after a rename of spec.service.name.
+func (r *Reconciler) removeOldServices(ctx context.Context, st *reconcileState) error {
+	var list corev1.ServiceList
+	if err := r.List(ctx, &list, client.InNamespace(st.xb.Namespace), client.MatchingLabels{BackendLabel: st.xb.Name}); err != nil {
+		return fmt.Errorf("listing Services of this backend: %w", err)
+	}
+	for i := range list.Items {
+		old := &list.Items[i]
+		if old.Name == st.service.Name || !metav1.IsControlledBy(old, st.xb) {
+			continue
+		}
+		if err := r.Delete(ctx, old, client.Preconditions{UID: &old.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting Service %s left by a rename: %w", old.Name, err)
+		}
+		// Garbage collection would remove the slices too; deleting them now
+		// takes the old name out of service discovery at once.
+		if err := r.DeleteAllOf(ctx, &discoveryv1.EndpointSlice{}, client.InNamespace(old.Namespace),
+			client.MatchingLabels{discoveryv1.LabelServiceName: old.Name, discoveryv1.LabelManagedBy: ManagedByValue}); err != nil {
+			return fmt.Errorf("deleting EndpointSlices of Service %s: %w", old.Name, err)
+		}
+		r.Metrics.write("Service", "delete")
+		r.event(st.xb, corev1.EventTypeNormal, "ServiceRemoved", "Delete", "deleted Service %s after spec.service.name changed to %s", old.Name, st.service.Name)
+	}
+	return nil
+}

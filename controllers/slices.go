@@ -1,0 +1,107 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers/desired"
+	"github.com/backendslice/backendslice/controllers/endpointslices"
+)
+
+// sliceLabels are the labels every slice of ours carries: the spec's, the
+// ones kube-proxy and meshes select on, and ours.
+func sliceLabels(xb *v1alpha1.ExternalBackend, service string) map[string]string {
+	l := ourLabels(xb.Spec.Service.Labels, xb.Name)
+	l[discoveryv1.LabelServiceName] = service
+	l[discoveryv1.LabelManagedBy] = ManagedByValue
+	if xb.Spec.Service.Type == v1alpha1.ServiceTypeHeadless {
+		l[corev1.IsHeadlessService] = ""
+	}
+	return l
+}
+
+// syncSlices plans the fewest slice writes and makes them: creates first,
+// then updates, then deletes, so that an endpoint moving between slices is
+// never missing from all of them.
+func (r *Reconciler) syncSlices(ctx context.Context, st *reconcileState) error {
+	plan := endpointslices.Compute(endpointslices.Input{
+		Template: endpointslices.Template{
+			Namespace:   st.xb.Namespace,
+			ServiceName: st.serviceName,
+			Labels:      sliceLabels(st.xb, st.serviceName),
+			Owner:       ownerRef(st.service, corev1.SchemeGroupVersion.WithKind("Service")),
+		},
+		Desired:              desired.Groups(st.endpoints),
+		Existing:             st.existing,
+		TakenNames:           sets.KeySet(st.sliceNames),
+		MaxEndpointsPerSlice: int(r.maxPerSlice(st)),
+	})
+	st.slices = int32(len(st.existing) + len(plan.Create) - len(plan.Delete))
+	for _, s := range plan.Create {
+		if err := r.createSlice(ctx, s); err != nil {
+			return err
+		}
+	}
+	for _, s := range plan.Update {
+		if err := r.Update(ctx, s, client.FieldOwner(FieldManager)); err != nil {
+			return fmt.Errorf("updating EndpointSlice %s: %w", s.Name, err)
+		}
+		r.Metrics.write("EndpointSlice", "update")
+	}
+	for _, s := range plan.Delete {
+		err := r.Delete(ctx, s, client.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion})
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting EndpointSlice %s: %w", s.Name, err)
+		}
+		r.Metrics.write("EndpointSlice", "delete")
+	}
+	if !plan.Empty() {
+		r.event(st.xb, corev1.EventTypeNormal, "EndpointSlicesSynced", "Sync",
+			"EndpointSlices of Service %s: %d created, %d updated, %d deleted",
+			st.serviceName, len(plan.Create), len(plan.Update), len(plan.Delete))
+	}
+	return nil
+}
+
+// createSlice creates a slice. Slice names are deterministic, so a slice we
+// created that the cache has not shown yet makes Create fail rather than
+// publish the same endpoints twice; if that slice is ours it is updated.
+func (r *Reconciler) createSlice(ctx context.Context, s *discoveryv1.EndpointSlice) error {
+	err := r.Create(ctx, s, client.FieldOwner(FieldManager))
+	if err == nil {
+		r.Metrics.write("EndpointSlice", "create")
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating EndpointSlice %s: %w", s.Name, err)
+	}
+	live := &discoveryv1.EndpointSlice{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s), live); err != nil {
+		return fmt.Errorf("reading EndpointSlice %s that holds our slice's name: %w", s.Name, err)
+	}
+	owner := metav1.GetControllerOf(live)
+	if owner == nil || owner.UID != s.OwnerReferences[0].UID || live.AddressType != s.AddressType {
+		return fmt.Errorf("EndpointSlice %s exists and is not ours; backendslice does not take it over: delete or rename it", s.Name)
+	}
+	s.ResourceVersion = live.ResourceVersion
+	s.UID = live.UID
+	if err := r.Update(ctx, s, client.FieldOwner(FieldManager)); err != nil {
+		return fmt.Errorf("updating EndpointSlice %s the cache had not shown yet: %w", s.Name, err)
+	}
+	r.Metrics.write("EndpointSlice", "update")
+	return nil
+}
+
+// maxPerSlice is the spec's limit or the controller's default.
+func (r *Reconciler) maxPerSlice(st *reconcileState) int32 {
+	return ptr.Deref(st.xb.Spec.MaxEndpointsPerSlice, r.Config.MaxEndpointsPerSlice)
+}

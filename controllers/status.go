@@ -1,0 +1,235 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers/desired"
+	"github.com/backendslice/backendslice/providers"
+)
+
+// conflictRecheck is how often a Service conflict is looked at again: the
+// Service that holds the name is not ours, so no watch tells when it goes.
+const conflictRecheck = time.Minute
+
+// outcome is what a reconcile found, reduced to what conditions depend on.
+type outcome struct {
+	suspended bool
+	// wasReady is the Ready status before this reconcile.
+	wasReady metav1.ConditionStatus
+	specErr  error
+	// sourceErrs are the failures of sources, by source name.
+	sourceErrs map[string]*providers.Error
+	// sourceOrder is the spec order of the failing sources.
+	sourceOrder []string
+	dropped     int
+	syncErr     error
+	counts      v1alpha1.EndpointCounts
+	slices      int32
+}
+
+// verdict is what to write and whether to retry.
+type verdict struct {
+	conditions []metav1.Condition
+	// removeStalled drops the Stalled condition: nothing is terminally wrong.
+	removeStalled bool
+	// final means this generation's spec was handled, well or terminally
+	// badly, so observedGeneration may say so.
+	final bool
+	// retry is a transient failure to return, so the work queue backs off.
+	retry error
+	// recheck asks for a later look although nothing transient failed.
+	recheck time.Duration
+}
+
+// outcomeOf reduces the reconcile state to an outcome.
+func outcomeOf(st *reconcileState, wasReady metav1.ConditionStatus) outcome {
+	o := outcome{
+		suspended:  st.xb.Spec.Suspend,
+		wasReady:   wasReady,
+		specErr:    st.specErr,
+		sourceErrs: map[string]*providers.Error{},
+		dropped:    len(st.dropped),
+		syncErr:    st.syncErr,
+		counts:     countEndpoints(st.endpoints),
+		slices:     st.slices,
+	}
+	for _, r := range st.results {
+		if r.Err != nil {
+			o.sourceErrs[r.Name] = providers.AsError(r.Err)
+			o.sourceOrder = append(o.sourceOrder, r.Name)
+		}
+	}
+	return o
+}
+
+// summarize maps an outcome to conditions. It is pure so that every case
+// is checked in a table.
+func summarize(o outcome) verdict {
+	cond := func(t string, ok bool, reason, msg string) metav1.Condition {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg}
+	}
+	stalled := func(reason, msg string) metav1.Condition {
+		return cond(v1alpha1.ConditionStalled, true, reason, msg)
+	}
+	if o.suspended {
+		st := o.wasReady
+		if st == "" {
+			st = metav1.ConditionUnknown
+		}
+		return verdict{final: true, conditions: []metav1.Condition{{
+			Type: v1alpha1.ConditionReady, Status: st, Reason: v1alpha1.ReasonSuspended,
+			Message: "spec.suspend is true: nothing is resolved or written, published endpoints stay as they are",
+		}}}
+	}
+	if o.specErr != nil {
+		msg := o.specErr.Error()
+		return verdict{final: true, conditions: []metav1.Condition{
+			cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonInvalidSpec, msg),
+			cond(v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSpec, msg),
+			stalled(v1alpha1.ReasonInvalidSpec, msg),
+		}}
+	}
+
+	var v verdict
+	resolved := cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonResolved, "every source answered")
+	var terminal, transient []string
+	var terminalReason string
+	for _, name := range o.sourceOrder {
+		e := o.sourceErrs[name]
+		line := fmt.Sprintf("source %s: %s", name, e.Error())
+		if e.Terminal {
+			terminal = append(terminal, line)
+			if terminalReason == "" {
+				terminalReason = e.Reason
+			}
+		} else {
+			transient = append(transient, line)
+		}
+	}
+	failures := strings.Join(append(append([]string{}, terminal...), transient...), "; ")
+	switch {
+	case len(terminal) > 0:
+		resolved = cond(v1alpha1.ConditionResolved, false, terminalReason, failures+"; endpoints published before are kept")
+	case len(transient) > 0:
+		resolved = cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonSourceFailed, failures+"; endpoints published before are kept, retrying")
+		v.retry = errors.New(failures)
+	case o.dropped > 0:
+		resolved = cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonAddressesDropped,
+			fmt.Sprintf("%d address(es) not published; status.dropped says why", o.dropped))
+	}
+
+	synced := cond(v1alpha1.ConditionSynced, true, v1alpha1.ReasonSynced,
+		fmt.Sprintf("%d endpoint(s) in %d EndpointSlice(s)", o.counts.Total, o.slices))
+	var conflict errServiceConflict
+	switch {
+	case errors.As(o.syncErr, &conflict):
+		synced = cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonServiceConflict, conflict.msg)
+		v.recheck = conflictRecheck
+	case errors.Is(o.syncErr, errRequeue):
+		synced = cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonProgressing, "the Service is being recreated")
+		v.recheck = time.Millisecond
+	case o.syncErr != nil:
+		synced = cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonWriteFailed, o.syncErr.Error()+"; retrying")
+		v.retry = errors.Join(v.retry, o.syncErr)
+	}
+
+	ready := cond(v1alpha1.ConditionReady, true, v1alpha1.ReasonReady,
+		fmt.Sprintf("%d of %d endpoint(s) ready in %d EndpointSlice(s)", o.counts.Ready, o.counts.Total, o.slices))
+	switch {
+	case synced.Status != metav1.ConditionTrue:
+		ready = cond(v1alpha1.ConditionReady, false, synced.Reason, synced.Message)
+	case resolved.Status != metav1.ConditionTrue:
+		ready = cond(v1alpha1.ConditionReady, false, resolved.Reason, resolved.Message)
+	}
+	v.conditions = []metav1.Condition{resolved, synced, ready}
+
+	switch {
+	case synced.Reason == v1alpha1.ReasonServiceConflict:
+		v.conditions = append(v.conditions, stalled(synced.Reason, synced.Message))
+	case len(terminal) > 0 && len(transient) == 0:
+		v.conditions = append(v.conditions, stalled(resolved.Reason, resolved.Message))
+	default:
+		v.removeStalled = true
+	}
+	v.final = v.retry == nil && !errors.Is(o.syncErr, errRequeue)
+	return v
+}
+
+// countEndpoints counts endpoints by family and condition.
+func countEndpoints(eps []desired.Endpoint) v1alpha1.EndpointCounts {
+	var c v1alpha1.EndpointCounts
+	for _, e := range eps {
+		c.Total++
+		if e.Ready() {
+			c.Ready++
+		}
+		if e.Serving {
+			c.Serving++
+		}
+		if e.Terminating {
+			c.Terminating++
+		}
+		switch e.AddressType {
+		case "IPv4":
+			c.IPv4++
+		case "IPv6":
+			c.IPv6++
+		case "FQDN":
+			c.FQDN++
+		}
+	}
+	return c
+}
+
+// maxDropped is how many dropped addresses status lists.
+const maxDropped = 20
+
+// capDropped keeps status small when a source returns many bad addresses.
+func capDropped(d []v1alpha1.DroppedAddress) []v1alpha1.DroppedAddress {
+	if len(d) > maxDropped {
+		return d[:maxDropped]
+	}
+	return d
+}
+
+// successRefresh is how stale lastSuccessTime may grow while nothing else
+// about a source changes: refreshing it on every resync would write status
+// on every resync.
+const successRefresh = 5 * time.Minute
+
+// sourceStatuses is the per-source state: what each found, when it last
+// answered, and its last error. A failing source keeps its last success
+// time and count, and is marked stale.
+func sourceStatuses(prev []v1alpha1.SourceStatus, specs []v1alpha1.Source, results []desired.SourceResult, now time.Time) []v1alpha1.SourceStatus {
+	old := map[string]v1alpha1.SourceStatus{}
+	for _, s := range prev {
+		old[s.Name] = s
+	}
+	out := make([]v1alpha1.SourceStatus, 0, len(results))
+	for i, r := range results {
+		s := old[r.Name]
+		s.Name, s.Kind = r.Name, string(providers.KindOf(specs[i]))
+		if r.Err != nil {
+			s.Stale, s.LastError = true, r.Err.Error()
+		} else {
+			changed := s.Stale || s.LastError != "" || s.Endpoints != int32(len(r.Endpoints))
+			if changed || s.LastSuccessTime == nil || now.Sub(s.LastSuccessTime.Time) >= successRefresh {
+				t := metav1.NewTime(now)
+				s.LastSuccessTime = &t
+			}
+			s.Endpoints, s.Stale, s.LastError = int32(len(r.Endpoints)), false, ""
+		}
+		out = append(out, s)
+	}
+	return out
+}

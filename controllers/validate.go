@@ -1,0 +1,60 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/go-playground/validator/v10"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+)
+
+// specRules are the checks admission cannot make: they depend on the
+// object's name or on values a CRD schema does not type (durations).
+type specRules struct {
+	ServiceName string `validate:"dns1035"`
+	DrainPeriod int64  `validate:"gte=0"`
+}
+
+// newValidator builds the validator with the Kubernetes name rule.
+func newValidator() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	// Registering a fixed, valid tag cannot fail.
+	_ = v.RegisterValidation("dns1035", func(fl validator.FieldLevel) bool {
+		return len(validation.IsDNS1035Label(fl.Field().String())) == 0
+	})
+	return v
+}
+
+// serviceName is the Service the backend is published as.
+func serviceName(xb *v1alpha1.ExternalBackend) string {
+	if xb.Spec.Service.Name != "" {
+		return xb.Spec.Service.Name
+	}
+	return xb.Name
+}
+
+// validateSpec returns an error naming the field and the fix, or nil.
+func validateSpec(v *validator.Validate, xb *v1alpha1.ExternalBackend) error {
+	rules := specRules{ServiceName: serviceName(xb)}
+	if xb.Spec.DrainPeriod != nil {
+		rules.DrainPeriod = int64(xb.Spec.DrainPeriod.Duration)
+	}
+	err := v.Struct(rules)
+	if err == nil {
+		return nil
+	}
+	var msgs []string
+	for _, fe := range err.(validator.ValidationErrors) {
+		switch fe.Field() {
+		case "ServiceName":
+			msgs = append(msgs, fmt.Sprintf(
+				"spec.service.name: %q is not a valid Service name (a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, at most 63 characters); it defaults to metadata.name, so set spec.service.name",
+				rules.ServiceName))
+		case "DrainPeriod":
+			msgs = append(msgs, fmt.Sprintf("spec.drainPeriod: %s is negative; use 0s or more", xb.Spec.DrainPeriod.Duration))
+		}
+	}
+	return fmt.Errorf("%s", strings.Join(msgs, "; "))
+}

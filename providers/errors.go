@@ -1,0 +1,57 @@
+package providers
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+)
+
+// Error is a provider failure with the reason to put on status.
+type Error struct {
+	// Terminal is true when the spec or configuration is wrong: retrying will
+	// not help until one of them changes. Otherwise the failure is transient
+	// and retried with backoff.
+	Terminal bool
+	// Reason is a CamelCase condition reason from api/v1alpha1.
+	Reason string
+	// Err says what went wrong, naming the field and the fix where it can.
+	Err error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Transient wraps err as a failure that is retried with backoff while the last
+// known endpoints are kept.
+func Transient(err error) error {
+	return &Error{Reason: v1alpha1.ReasonSourceFailed, Err: err}
+}
+
+// Terminal wraps err as a failure of the spec or configuration that retrying
+// does not fix; reason is a condition reason from api/v1alpha1.
+func Terminal(reason string, err error) error {
+	return &Error{Terminal: true, Reason: reason, Err: err}
+}
+
+// Terminalf formats a terminal failure.
+func Terminalf(reason, format string, args ...any) error {
+	return Terminal(reason, fmt.Errorf(format, args...))
+}
+
+// AsError returns err as an *Error; an untyped error counts as transient,
+// so that an unexpected failure is retried rather than given up on.
+func AsError(err error) *Error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &Error{Reason: v1alpha1.ReasonSourceFailed, Err: err}
+}
+
+// IsTerminal reports whether err is a terminal provider failure.
+func IsTerminal(err error) bool {
+	return err != nil && AsError(err).Terminal
+}

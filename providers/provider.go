@@ -1,0 +1,90 @@
+// Package providers defines how the controller learns a backend's endpoints:
+// one small Provider interface per source kind, a Registry that maps source
+// kinds to providers, the shared Endpoint model and typed errors.
+package providers
+
+import (
+	"context"
+	"time"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+)
+
+// Kind names a source kind as it appears in spec.sources[]: the field that is set.
+type Kind string
+
+// Source kinds, one per field of v1alpha1.Source.
+const (
+	KindStatic Kind = "static"
+	KindDNS    Kind = "dns"
+	KindConsul Kind = "consul"
+	KindAWSRDS Kind = "awsRDS"
+	KindAWSEC2 Kind = "awsEC2"
+)
+
+// KindOf returns the kind of a source: the one field that is set, or "" when
+// none is (admission validation makes that impossible for stored objects).
+func KindOf(s v1alpha1.Source) Kind {
+	switch {
+	case s.Static != nil:
+		return KindStatic
+	case s.DNS != nil:
+		return KindDNS
+	case s.Consul != nil:
+		return KindConsul
+	case s.AWSRDS != nil:
+		return KindAWSRDS
+	case s.AWSEC2 != nil:
+		return KindAWSEC2
+	}
+	return ""
+}
+
+// Endpoint is one address of a backend as a provider found it. Providers fill
+// it as the backend describes itself; normalisation canonicalises the address,
+// classifies its family and drops what must not be published.
+type Endpoint struct {
+	// Address is an IP address or, for FQDN publication, a DNS name.
+	Address string
+	// Zone is the backend's availability zone, if known.
+	Zone string
+	// Hostname is a DNS-1123 label naming the endpoint, if known.
+	Hostname string
+	// Serving is true when the endpoint can take traffic.
+	Serving bool
+	// Terminating is true when the backend is going away (maintenance,
+	// deletion): it is published as ready=false while it drains.
+	Terminating bool
+	// Port, when not zero, is the backend's own port; it replaces the
+	// targetPort of every Service port for this endpoint.
+	Port int32
+}
+
+// Request is what a provider is asked to resolve.
+type Request struct {
+	// Namespace and Backend name the ExternalBackend, for logs and shared watches.
+	Namespace, Backend string
+	// Source is the spec entry to resolve.
+	Source v1alpha1.Source
+	// AddressTypes are the families the spec publishes.
+	AddressTypes []v1alpha1.AddressType
+}
+
+// Result is what a provider found.
+type Result struct {
+	// Endpoints found, in any order.
+	Endpoints []Endpoint
+	// RefreshAfter is when the provider wants to be asked again; zero means
+	// the answer holds until the spec changes (or a watch says otherwise).
+	RefreshAfter time.Duration
+}
+
+// Provider resolves one kind of source. Implementations are read-only and
+// idempotent: resolving twice with nothing changed gives the same endpoints.
+// Errors are *Error values (see Transient and Terminal).
+type Provider interface {
+	// Kind is the source kind this provider resolves.
+	Kind() Kind
+	// Resolve returns the endpoints of one source.
+	Resolve(ctx context.Context, req Request) (Result, error)
+}

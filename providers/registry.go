@@ -1,0 +1,40 @@
+package providers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+)
+
+// Registry maps source kinds to the providers built into this controller.
+// It is built once in main and injected; it holds no mutable state.
+type Registry struct {
+	byKind map[Kind]Provider
+}
+
+// NewRegistry returns a registry of the given providers. Two providers of the
+// same kind are a programming error.
+func NewRegistry(ps ...Provider) (*Registry, error) {
+	r := &Registry{byKind: make(map[Kind]Provider, len(ps))}
+	for _, p := range ps {
+		if _, dup := r.byKind[p.Kind()]; dup {
+			return nil, fmt.Errorf("two providers registered for source kind %q", p.Kind())
+		}
+		r.byKind[p.Kind()] = p
+	}
+	return r, nil
+}
+
+// Resolve resolves one source with the provider of its kind. A kind without a
+// provider is a terminal ProviderNotAvailable error naming the field.
+func (r *Registry) Resolve(ctx context.Context, req Request) (Result, error) {
+	kind := KindOf(req.Source)
+	p, ok := r.byKind[kind]
+	if !ok {
+		return Result{}, Terminalf(v1alpha1.ReasonProviderNotAvailable,
+			"spec.sources[%s].%s: this controller has no %s provider yet; use a static source meanwhile",
+			req.Source.Name, kind, kind)
+	}
+	return p.Resolve(ctx, req)
+}
