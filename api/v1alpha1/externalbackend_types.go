@@ -216,7 +216,8 @@ type StaticEndpoint struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="isIP(self) || self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?\\\\.)+[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be an IPv4 or IPv6 address, or a lower-case DNS name of at least two labels"
+	// +kubebuilder:validation:Pattern=`^([0-9a-fA-F:.]+|([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains(':') || isIP(self)",message="is not a valid IPv6 address"
 	// +kubebuilder:validation:XValidation:rule="!isIP(self) || (!ip(self).isLoopback() && !ip(self).isUnspecified() && !ip(self).isLinkLocalUnicast() && !ip(self).isLinkLocalMulticast())",message="loopback, link-local and unspecified addresses cannot be endpoints; use the backend's routable address"
 	Address string `json:"address"`
 
@@ -424,19 +425,26 @@ type ExternalBackendStatus struct {
 // EndpointCounts counts published endpoints by family and condition.
 type EndpointCounts struct {
 	// total published endpoints.
-	Total int32 `json:"total"`
+	// +optional
+	Total int32 `json:"total,omitempty"`
 	// ready endpoints (serving and not terminating).
-	Ready int32 `json:"ready"`
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
 	// serving endpoints, terminating or not.
-	Serving int32 `json:"serving"`
+	// +optional
+	Serving int32 `json:"serving,omitempty"`
 	// terminating endpoints.
-	Terminating int32 `json:"terminating"`
+	// +optional
+	Terminating int32 `json:"terminating,omitempty"`
 	// ipv4 endpoints.
-	IPv4 int32 `json:"ipv4"`
+	// +optional
+	IPv4 int32 `json:"ipv4,omitempty"`
 	// ipv6 endpoints.
-	IPv6 int32 `json:"ipv6"`
+	// +optional
+	IPv6 int32 `json:"ipv6,omitempty"`
 	// fqdn endpoints.
-	FQDN int32 `json:"fqdn"`
+	// +optional
+	FQDN int32 `json:"fqdn,omitempty"`
 }
 
 // SourceStatus is the state of one source.
@@ -446,7 +454,7 @@ type SourceStatus struct {
 	// kind of the source: static, dns, consul, awsRDS or awsEC2.
 	Kind string `json:"kind"`
 	// endpoints the source returned on its last success.
-	Endpoints int32 `json:"endpoints"`
+	Endpoints int32 `json:"endpoints,omitempty"`
 	// lastSuccessTime is when the source last answered (refreshed at least
 	// every five minutes while nothing else about the source changes).
 	// +optional

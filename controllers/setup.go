@@ -1,0 +1,110 @@
+package controllers
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
+)
+
+// ManagerOptions configure the manager that runs the controller.
+type ManagerOptions struct {
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	LeaderElection         bool
+	// LeaderElectionNamespace is where the lease lives; empty means the
+	// namespace the controller runs in.
+	LeaderElectionNamespace string
+	// Config is the reconciler's configuration.
+	Config Config
+	// Providers resolve sources.
+	Providers *providers.Registry
+	// MetricsRegistry takes our metrics; nil means controller-runtime's.
+	MetricsRegistry ctrlmetrics.RegistererGatherer
+}
+
+// NewScheme is the scheme of every object the controller reads or writes.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewManager builds a manager running the ExternalBackend controller. The
+// binary, the demo and the end-to-end tests all run this same wiring.
+func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	// Only Services and slices that carry our label are cached: a cluster's
+	// other Services and slices are none of our business and could be many.
+	ours, err := labels.NewRequirement(BackendLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	ourObjects := cache.ByObject{Label: labels.NewSelector().Add(*ours)}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        "backendslice-controller.backendslice.io",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// Leaving at once on shutdown lets the next leader start sooner.
+		LeaderElectionReleaseOnCancel: true,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Service{}:           ourObjects,
+			&discoveryv1.EndpointSlice{}: ourObjects,
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	reg := opts.MetricsRegistry
+	if reg == nil {
+		reg = ctrlmetrics.Registry
+	}
+	metrics, err := NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    scheme,
+		Events:    mgr.GetEventRecorder("backendslice"),
+		Providers: opts.Providers,
+		Config:    opts.Config,
+		Metrics:   metrics,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}

@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers"
+)
+
+// timeout bounds every wait for the controller.
+const timeout = 20 * time.Second
+
+func TestDualStackStaticBackend(t *testing.T) {
+	ns := newNamespace(t)
+	xb := staticBackend(ns, "db", "192.0.2.10", "192.0.2.11", "2001:db8::10")
+	xb.Spec.Sources[0].Static.Endpoints[0].Zone = "zone-a"
+	xb.Spec.Sources[0].Static.Endpoints[0].Hostname = "db-0"
+	xb.Spec.Sources[0].Static.Endpoints[1].Health = v1alpha1.HealthUnhealthy
+	xb.Spec.Service.Ports[0].TargetPort = ptr.To[int32](15432)
+	mustCreate(t, xb)
+
+	cur := waitReady(t, xb)
+	sl := waitAddresses(t, ns, "db", "192.0.2.10", "192.0.2.11", "2001:db8::10")
+
+	svc := getService(t, ns, "db")
+	if svc.Spec.Selector != nil {
+		t.Errorf("Service has a selector %v; it must be selectorless", svc.Spec.Selector)
+	}
+	if !metav1.IsControlledBy(svc, cur) {
+		t.Errorf("Service is not controlled by the ExternalBackend: %v", svc.OwnerReferences)
+	}
+	if got := svc.Spec.IPFamilies; len(got) != 2 || got[0] != corev1.IPv4Protocol || got[1] != corev1.IPv6Protocol {
+		t.Errorf("Service ipFamilies = %v, want [IPv4 IPv6]", got)
+	}
+	if p := ptr.Deref(svc.Spec.IPFamilyPolicy, ""); p != corev1.IPFamilyPolicyPreferDualStack {
+		t.Errorf("Service ipFamilyPolicy = %s", p)
+	}
+	if len(sl) != 2 {
+		t.Fatalf("%d slices, want one IPv4 and one IPv6", len(sl))
+	}
+	for _, s := range sl {
+		if s.Labels[discoveryv1.LabelServiceName] != "db" || s.Labels[discoveryv1.LabelManagedBy] != controllers.ManagedByValue {
+			t.Errorf("slice %s labels %v", s.Name, s.Labels)
+		}
+		if _, headless := s.Labels[corev1.IsHeadlessService]; headless {
+			t.Errorf("slice %s of a ClusterIP Service carries the headless label", s.Name)
+		}
+		if !metav1.IsControlledBy(&s, svc) {
+			t.Errorf("slice %s is not controlled by the Service: %v", s.Name, s.OwnerReferences)
+		}
+		if len(s.Ports) != 1 || ptr.Deref(s.Ports[0].Name, "") != "pg" || ptr.Deref(s.Ports[0].Port, 0) != 15432 ||
+			ptr.Deref(s.Ports[0].Protocol, "") != corev1.ProtocolTCP {
+			t.Errorf("slice %s ports %v, want pg 15432/TCP", s.Name, s.Ports)
+		}
+		for _, e := range s.Endpoints {
+			if e.NodeName != nil {
+				t.Errorf("external endpoint %s has nodeName %s", e.Addresses[0], *e.NodeName)
+			}
+		}
+	}
+	eps, _ := published(sl)
+	if e := eps["192.0.2.10"]; ptr.Deref(e.Zone, "") != "zone-a" || ptr.Deref(e.Hostname, "") != "db-0" || conditionsOf(e) != "true/true/false" {
+		t.Errorf("192.0.2.10 = zone %v hostname %v conditions %s", e.Zone, e.Hostname, conditionsOf(e))
+	}
+	if e := eps["192.0.2.11"]; conditionsOf(e) != "false/false/false" {
+		t.Errorf("unhealthy endpoint conditions %s, want ready=false serving=false", conditionsOf(e))
+	}
+	want := v1alpha1.EndpointCounts{Total: 3, Ready: 2, Serving: 2, IPv4: 2, IPv6: 1}
+	if cur.Status.Endpoints != want || cur.Status.Slices != 2 || cur.Status.ServiceName != "db" {
+		t.Errorf("status endpoints %+v slices %d service %q", cur.Status.Endpoints, cur.Status.Slices, cur.Status.ServiceName)
+	}
+	if len(cur.Status.Sources) != 1 || cur.Status.Sources[0].Endpoints != 3 || cur.Status.Sources[0].LastSuccessTime == nil {
+		t.Errorf("status sources %+v", cur.Status.Sources)
+	}
+}
