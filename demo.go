@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/test/controlplane"
+)
+
+// demoNamespace is where the demo applies the samples.
+const demoNamespace = "backendslice-demo"
+
+// demoOptions configure the demo.
+type demoOptions struct {
+	samples string
+	once    bool
+	timeout time.Duration
+}
+
+func demoCommand() *cobra.Command {
+	var f controllerFlags
+	var o demoOptions
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Start a local kube-apiserver and etcd, apply the samples, run the controller and show what it wrote",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.complete(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runDemo(ctx, cmd.OutOrStdout(), f.manager, o)
+		},
+	}
+	f.bind(cmd)
+	cmd.Flags().StringVar(&o.samples, "samples", "config/samples", "folder of ExternalBackend manifests to apply")
+	cmd.Flags().BoolVar(&o.once, "once", false, "stop after printing the result instead of running until Ctrl-C")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for the samples to become Ready")
+	// The demo needs no ports of its own, and its tables read best without
+	// the controller's info logs between them.
+	for flag, value := range map[string]string{"metrics-bind-address": "0", "health-probe-bind-address": "0", "zap-log-level": "error"} {
+		if err := cmd.Flags().Set(flag, value); err != nil {
+			panic(fmt.Sprintf("demo flag %s: %v", flag, err))
+		}
+	}
+	return cmd
+}
+
+// runDemo starts the control plane, applies the samples, runs the
+// controller, prints what it wrote, and waits for ctx to end.
+func runDemo(ctx context.Context, out io.Writer, opts controllers.ManagerOptions, o demoOptions) (err error) {
+	fmt.Fprintln(out, "Starting kube-apiserver and etcd ...")
+	cp, err := controlplane.Start()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(out, "Stopping the control plane ...")
+		err = errors.Join(err, cp.Stop())
+	}()
+	kubeconfig, err := writeKubeconfig(cp)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "API server at %s; kubeconfig written to %s\n", cp.Config.Host, kubeconfig)
+
+	opts.MetricsRegistry = prometheus.NewRegistry()
+	mgr, err := controllers.NewManager(cp.Config, opts)
+	if err != nil {
+		return err
+	}
+	mgrCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mgrCtx) }()
+	defer func() {
+		cancel()
+		err = errors.Join(err, <-done)
+	}()
+
+	c := mgr.GetClient()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoNamespace}}); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", demoNamespace, err)
+	}
+	names, err := applySamples(ctx, c, o.samples)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Applied %d ExternalBackend(s) from %s into namespace %s; waiting for Ready ...\n\n", len(names), o.samples, demoNamespace)
+	if err := waitReady(ctx, mgr.GetAPIReader(), names, o.timeout); err != nil {
+		return err
+	}
+	if err := printBackends(ctx, mgr.GetAPIReader(), out); err != nil {
+		return err
+	}
+	if o.once {
+		return nil
+	}
+	fmt.Fprintf(out, "\nThe controller keeps running: try\n  KUBECONFIG=%s kubectl -n %s edit xb postgres\nPress Ctrl-C to stop.\n", kubeconfig, demoNamespace)
+	<-ctx.Done()
+	return nil
+}
+
+// writeKubeconfig writes a kubeconfig for the demo's API server.
+func writeKubeconfig(cp *controlplane.ControlPlane) (string, error) {
+	dir, err := os.MkdirTemp("", "backendslice-demo-")
+	if err != nil {
+		return "", err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["demo"] = &clientcmdapi.Cluster{Server: cp.Config.Host, CertificateAuthorityData: cp.Config.CAData}
+	cfg.AuthInfos["demo"] = &clientcmdapi.AuthInfo{ClientCertificateData: cp.Config.CertData, ClientKeyData: cp.Config.KeyData, Token: cp.Config.BearerToken}
+	cfg.Contexts["demo"] = &clientcmdapi.Context{Cluster: "demo", AuthInfo: "demo", Namespace: demoNamespace}
+	cfg.CurrentContext = "demo"
+	path := filepath.Join(dir, "kubeconfig")
+	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// applySamples creates every ExternalBackend in the YAML files of dir.
+func applySamples(ctx context.Context, c client.Client, dir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no samples (*.yaml) in %s: %v", dir, err)
+	}
+	var names []string
+	for _, file := range files {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+		for {
+			xb := &v1alpha1.ExternalBackend{}
+			if err := dec.Decode(xb); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				_ = f.Close()
+				return nil, fmt.Errorf("%s: %w", file, err)
+			}
+			xb.Namespace = demoNamespace
+			if err := c.Create(ctx, xb); err != nil {
+				_ = f.Close()
+				return nil, fmt.Errorf("%s: creating %s: %w", file, xb.Name, err)
+			}
+			names = append(names, xb.Name)
+		}
+		_ = f.Close()
+	}
+	return names, nil
+}
+
+// waitReady waits until every named backend is Ready for its generation.
+func waitReady(ctx context.Context, c client.Reader, names []string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, name := range names {
+		for {
+			xb := &v1alpha1.ExternalBackend{}
+			err := c.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: name}, xb)
+			if err == nil && xb.Status.ObservedGeneration == xb.Generation &&
+				meta.IsStatusConditionTrue(xb.Status.Conditions, v1alpha1.ConditionReady) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s did not become Ready within %s: %v", name, timeout, xb.Status.Conditions)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// printBackends prints each backend with its Service and slices as tables.
+func printBackends(ctx context.Context, c client.Reader, out io.Writer) error {
+	var xbs v1alpha1.ExternalBackendList
+	if err := c.List(ctx, &xbs, client.InNamespace(demoNamespace)); err != nil {
+		return err
+	}
+	for _, xb := range xbs.Items {
+		svc := &corev1.Service{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: xb.Status.ServiceName}, svc); err != nil {
+			return err
+		}
+		var sl discoveryv1.EndpointSliceList
+		if err := c.List(ctx, &sl, client.InNamespace(demoNamespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+			return err
+		}
+		ready := meta.FindStatusCondition(xb.Status.Conditions, v1alpha1.ConditionReady)
+		fmt.Fprintf(out, "ExternalBackend %s  Ready=%s (%s)\n", xb.Name, ready.Status, ready.Message)
+		fmt.Fprintf(out, "  Service %s  clusterIPs=%s  ipFamilies=%v  policy=%s  selector=%v\n",
+			svc.Name, strings.Join(svc.Spec.ClusterIPs, ","), svc.Spec.IPFamilies, ptr.Deref(svc.Spec.IPFamilyPolicy, ""), svc.Spec.Selector)
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "  SLICE\tTYPE\tPORTS\tADDRESS\tZONE\tHOSTNAME\tREADY\tSERVING\tTERMINATING")
+		slices.SortFunc(sl.Items, func(a, b discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+		for _, s := range sl.Items {
+			ports := make([]string, 0, len(s.Ports))
+			for _, p := range s.Ports {
+				ports = append(ports, fmt.Sprintf("%s:%d/%s", ptr.Deref(p.Name, ""), ptr.Deref(p.Port, 0), ptr.Deref(p.Protocol, "")))
+			}
+			for i, e := range s.Endpoints {
+				if i == 3 && len(s.Endpoints) > 4 {
+					fmt.Fprintf(w, "  %s\t\t\t... %d more\t\t\t\t\t\n", s.Name, len(s.Endpoints)-3)
+					break
+				}
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\t%t\t%t\t%t\n", s.Name, s.AddressType, strings.Join(ports, ","),
+					e.Addresses[0], ptr.Deref(e.Zone, "-"), ptr.Deref(e.Hostname, "-"),
+					ptr.Deref(e.Conditions.Ready, false), ptr.Deref(e.Conditions.Serving, false), ptr.Deref(e.Conditions.Terminating, false))
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(out)
+	}
+	return nil
+}
+
