@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers/desired"
@@ -45,6 +46,7 @@ type Reconciler struct {
 	Clock     clock.PassiveClock
 
 	validate *validator.Validate
+	waker    *ChannelWaker
 }
 
 // reconcileState is what one reconcile learns and decides, passed along its steps.
@@ -200,11 +202,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ExternalBackend{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Service{}, byBackendLabel).
 		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel).
-		Named("externalbackend").
-		Complete(r)
+		Named("externalbackend")
+	if r.waker != nil {
+		b = b.WatchesRawSource(source.Channel(r.waker.events, &handler.EnqueueRequestForObject{}))
+	}
+	return b.Complete(r)
 }

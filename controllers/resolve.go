@@ -26,7 +26,9 @@ func (r *Reconciler) resolve(ctx context.Context, st *reconcileState) error {
 		cancel()
 		st.results = append(st.results, desired.SourceResult{Name: src.Name, Endpoints: res.Endpoints, Err: err})
 		if err != nil {
-			anyFailed = true
+			// A backend that is gone drains; any other failure keeps what
+			// was published, since we do not know what changed.
+			anyFailed = anyFailed || !providers.AsError(err).Gone
 			continue
 		}
 		st.requeueAfter = earliest(st.requeueAfter, res.RefreshAfter)

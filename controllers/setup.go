@@ -33,6 +33,9 @@ type ManagerOptions struct {
 	Config Config
 	// Providers resolve sources.
 	Providers *providers.Registry
+	// Waker carries push providers' wake-ups to the controller; nil when no
+	// provider pushes.
+	Waker *ChannelWaker
 	// MetricsRegistry takes our metrics; nil means controller-runtime's.
 	MetricsRegistry ctrlmetrics.RegistererGatherer
 }
@@ -96,6 +99,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		Providers: opts.Providers,
 		Config:    opts.Config,
 		Metrics:   metrics,
+		waker:     opts.Waker,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up controller: %w", err)

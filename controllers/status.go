@@ -117,12 +117,14 @@ func summarize(o outcome) verdict {
 		}
 	}
 	failures := strings.Join(append(append([]string{}, terminal...), transient...), "; ")
+	if len(transient) > 0 {
+		v.retry = errors.New(strings.Join(transient, "; "))
+	}
 	switch {
 	case len(terminal) > 0:
 		resolved = cond(v1alpha1.ConditionResolved, false, terminalReason, failures+"; endpoints published before are kept")
 	case len(transient) > 0:
 		resolved = cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonSourceFailed, failures+"; endpoints published before are kept, retrying")
-		v.retry = errors.New(failures)
 	case o.dropped > 0:
 		resolved = cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonAddressesDropped,
 			fmt.Sprintf("%d address(es) not published; status.dropped says why", o.dropped))

@@ -13,6 +13,10 @@ type Error struct {
 	// not help until one of them changes. Otherwise the failure is transient
 	// and retried with backoff.
 	Terminal bool
+	// Gone is true when the backend itself no longer exists (a DNS name
+	// answers NXDOMAIN, an instance was deleted): what the source published
+	// drains and leaves, instead of being kept as last known good.
+	Gone bool
 	// Reason is a CamelCase condition reason from api/v1alpha1.
 	Reason string
 	// Err says what went wrong, naming the field and the fix where it can.
@@ -34,6 +38,12 @@ func Transient(err error) error {
 // does not fix; reason is a condition reason from api/v1alpha1.
 func Terminal(reason string, err error) error {
 	return &Error{Terminal: true, Reason: reason, Err: err}
+}
+
+// Gone wraps err as a terminal failure saying the backend no longer exists:
+// its endpoints drain instead of being kept.
+func Gone(reason string, err error) error {
+	return &Error{Terminal: true, Gone: true, Reason: reason, Err: err}
 }
 
 // Terminalf formats a terminal failure.

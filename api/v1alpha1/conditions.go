@@ -32,6 +32,9 @@ const (
 	ReasonProviderNotAvailable = "ProviderNotAvailable"
 	// ReasonSourceFailed: a source failed; its last known endpoints are kept.
 	ReasonSourceFailed = "SourceFailed"
+	// ReasonBackendNotFound: the backend a source names does not exist (NXDOMAIN,
+	// a deleted instance); what it published drains.
+	ReasonBackendNotFound = "BackendNotFound"
 	// ReasonAddressesDropped: some addresses were not published; status.dropped says why.
 	ReasonAddressesDropped = "AddressesDropped"
 

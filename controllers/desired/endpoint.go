@@ -90,7 +90,7 @@ func Groups(eps []Endpoint) []endpointslices.Group {
 	byKey := map[string]*endpointslices.Group{}
 	var keys []string
 	for _, e := range eps {
-		k := string(e.AddressType) + "|" + portsKey(e.Ports)
+		k := endpointslices.GroupKey(e.AddressType, e.Ports)
 		g, ok := byKey[k]
 		if !ok {
 			g = &endpointslices.Group{AddressType: e.AddressType, Ports: e.Ports}

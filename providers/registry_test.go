@@ -1,0 +1,182 @@
+package providers_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
+)
+
+// recorder is a provider of one kind that records what it was asked.
+type recorder struct {
+	kind providers.Kind
+	got  []providers.Request
+	res  providers.Result
+	err  error
+}
+
+func (r *recorder) Kind() providers.Kind { return r.kind }
+
+func (r *recorder) Resolve(_ context.Context, req providers.Request) (providers.Result, error) {
+	r.got = append(r.got, req)
+	return r.res, r.err
+}
+
+func TestNewRegistryRejectsDuplicateKinds(t *testing.T) {
+	_, err := providers.NewRegistry(
+		&recorder{kind: providers.KindStatic},
+		&recorder{kind: providers.KindDNS},
+		&recorder{kind: providers.KindStatic},
+	)
+	if err == nil {
+		t.Fatal("NewRegistry accepted two static providers")
+	}
+	if !strings.Contains(err.Error(), `"static"`) {
+		t.Errorf("error %q does not name the kind", err)
+	}
+}
+
+func TestNewRegistryAcceptsDistinctKinds(t *testing.T) {
+	var ps []providers.Provider
+	for _, k := range []providers.Kind{providers.KindStatic, providers.KindDNS, providers.KindConsul, providers.KindAWSRDS, providers.KindAWSEC2} {
+		ps = append(ps, &recorder{kind: k})
+	}
+	if _, err := providers.NewRegistry(ps...); err != nil {
+		t.Fatalf("NewRegistry: %v", err)
+	}
+	if _, err := providers.NewRegistry(); err != nil {
+		t.Fatalf("NewRegistry(): %v", err)
+	}
+}
+
+func TestRegistryDispatchesByKind(t *testing.T) {
+	st := &recorder{kind: providers.KindStatic, res: providers.Result{
+		Endpoints:    []providers.Endpoint{{Address: "192.0.2.1", Serving: true}},
+		RefreshAfter: time.Minute,
+	}}
+	dnsErr := providers.Transient(errors.New("timeout"))
+	dns := &recorder{kind: providers.KindDNS, err: dnsErr}
+	r, err := providers.NewRegistry(st, dns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := providers.Request{
+		Namespace: "ns", Backend: "db",
+		Source:       v1alpha1.Source{Name: "fixed", Static: &v1alpha1.StaticSource{}},
+		AddressTypes: []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4},
+	}
+	res, err := r.Resolve(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	if !reflect.DeepEqual(res, st.res) {
+		t.Errorf("Resolve = %+v, want the static provider's answer %+v", res, st.res)
+	}
+	if len(st.got) != 1 || !reflect.DeepEqual(st.got[0], req) || len(dns.got) != 0 {
+		t.Errorf("static provider got %+v, dns provider got %+v; want the request passed to static only", st.got, dns.got)
+	}
+
+	_, err = r.Resolve(context.Background(), providers.Request{Source: v1alpha1.Source{Name: "name", DNS: &v1alpha1.DNSSource{Name: "db.example.com"}}})
+	if err != dnsErr {
+		t.Errorf("Resolve of a dns source = %v, want the dns provider's error passed through", err)
+	}
+	if len(dns.got) != 1 {
+		t.Errorf("dns provider called %d time(s), want 1", len(dns.got))
+	}
+}
+
+func TestRegistryUnknownKind(t *testing.T) {
+	r, err := providers.NewRegistry(&recorder{kind: providers.KindStatic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		src  v1alpha1.Source
+		want string
+	}{
+		{v1alpha1.Source{Name: "lookup", DNS: &v1alpha1.DNSSource{Name: "db.example.com"}}, "spec.sources[lookup].dns"},
+		{v1alpha1.Source{Name: "catalog", Consul: &v1alpha1.ConsulSource{Service: "db"}}, "spec.sources[catalog].consul"},
+		{v1alpha1.Source{Name: "rds", AWSRDS: &v1alpha1.AWSRDSSource{Region: "eu-west-1"}}, "spec.sources[rds].awsRDS"},
+		{v1alpha1.Source{Name: "vms", AWSEC2: &v1alpha1.AWSEC2Source{Region: "eu-west-1"}}, "spec.sources[vms].awsEC2"},
+	}
+	for _, c := range cases {
+		t.Run(c.want, func(t *testing.T) {
+			res, err := r.Resolve(context.Background(), providers.Request{Source: c.src})
+			if err == nil {
+				t.Fatalf("Resolve succeeded with %+v; want ProviderNotAvailable", res)
+			}
+			var pe *providers.Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v (%T) is not a *providers.Error", err, err)
+			}
+			if !pe.Terminal || !providers.IsTerminal(err) {
+				t.Errorf("error is not terminal: %+v", pe)
+			}
+			if pe.Reason != v1alpha1.ReasonProviderNotAvailable {
+				t.Errorf("Reason = %q, want %q", pe.Reason, v1alpha1.ReasonProviderNotAvailable)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("message %q does not name %s", err, c.want)
+			}
+			if len(res.Endpoints) != 0 {
+				t.Errorf("endpoints %+v returned with the error", res.Endpoints)
+			}
+		})
+	}
+}
+
+func TestKindOf(t *testing.T) {
+	cases := []struct {
+		src  v1alpha1.Source
+		want providers.Kind
+	}{
+		{v1alpha1.Source{Static: &v1alpha1.StaticSource{}}, providers.KindStatic},
+		{v1alpha1.Source{DNS: &v1alpha1.DNSSource{}}, providers.KindDNS},
+		{v1alpha1.Source{Consul: &v1alpha1.ConsulSource{}}, providers.KindConsul},
+		{v1alpha1.Source{AWSRDS: &v1alpha1.AWSRDSSource{}}, providers.KindAWSRDS},
+		{v1alpha1.Source{AWSEC2: &v1alpha1.AWSEC2Source{}}, providers.KindAWSEC2},
+		{v1alpha1.Source{Name: "none"}, ""},
+	}
+	for _, c := range cases {
+		if got := providers.KindOf(c.src); got != c.want {
+			t.Errorf("KindOf(%+v) = %q, want %q", c.src, got, c.want)
+		}
+	}
+	// The kinds are the JSON names of the Source fields.
+	for k, field := range map[providers.Kind]string{
+		providers.KindStatic: "static", providers.KindDNS: "dns", providers.KindConsul: "consul",
+		providers.KindAWSRDS: "awsRDS", providers.KindAWSEC2: "awsEC2",
+	} {
+		if string(k) != field {
+			t.Errorf("kind %q, want the field name %q", k, field)
+		}
+	}
+}
+
+func TestErrorHelpers(t *testing.T) {
+	base := errors.New("boom")
+	tr := providers.Transient(base)
+	if providers.IsTerminal(tr) || providers.AsError(tr).Reason != v1alpha1.ReasonSourceFailed || !errors.Is(tr, base) {
+		t.Errorf("Transient: %+v", providers.AsError(tr))
+	}
+	te := providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: %s", "a", "bad")
+	if !providers.IsTerminal(te) || te.Error() != "spec.sources[a]: bad" || providers.AsError(te).Reason != v1alpha1.ReasonInvalidSpec {
+		t.Errorf("Terminalf: %+v", providers.AsError(te))
+	}
+	// An untyped error counts as transient; a wrapped typed one keeps its kind.
+	if pe := providers.AsError(base); pe.Terminal || pe.Reason != v1alpha1.ReasonSourceFailed || pe.Err != base {
+		t.Errorf("AsError(untyped) = %+v", pe)
+	}
+	wrapped := errors.Join(errors.New("context"), te)
+	if !providers.IsTerminal(wrapped) {
+		t.Error("a wrapped terminal error is not terminal")
+	}
+	if providers.IsTerminal(nil) {
+		t.Error("IsTerminal(nil) = true")
+	}
+}
