@@ -1,0 +1,342 @@
+// Package framework runs the controller, wired as the binary wires it,
+// against a real kube-apiserver and etcd, and gives end-to-end tests the
+// waits and reads they share.
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/test/controlplane"
+)
+
+// Timeout bounds every wait for the controller.
+const Timeout = 20 * time.Second
+
+// TestDenied is denied on top of the default denied CIDRs, standing in for a
+// cluster's own Pod range.
+const TestDenied = "203.0.113.128/25"
+
+// Options configure the environment.
+type Options struct {
+	// Providers builds the providers under test; the waker is for push providers.
+	Providers func(w providers.Waker) ([]providers.Provider, error)
+	// Config changes the controller configuration from TestConfig.
+	Config func(*controllers.Config)
+}
+
+// TestConfig is the controller configuration of the tests: the defaults plus
+// TestDenied.
+func TestConfig() controllers.Config {
+	var denied []netip.Prefix
+	for _, c := range append(controllers.DefaultDeniedCIDRs(), TestDenied) {
+		denied = append(denied, netip.MustParsePrefix(c))
+	}
+	return controllers.Config{
+		MaxEndpointsPerSlice: 100,
+		DefaultDrainPeriod:   30 * time.Second,
+		DeniedPrefixes:       denied,
+		DeniedNames:          controllers.DefaultDeniedNames(),
+		ResolveTimeout:       5 * time.Second,
+	}
+}
+
+// Env is a running control plane with the controller.
+type Env struct {
+	// Client talks to the API server directly, as an administrator.
+	Client  client.Client
+	metrics *prometheus.Registry
+	cp      *controlplane.ControlPlane
+	cancel  context.CancelFunc
+	done    chan error
+	ns      atomic.Int32
+}
+
+// Start starts the control plane and the controller.
+func Start(opts Options) (*Env, error) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(logLevel())))
+	cp, err := controlplane.Start()
+	if err != nil {
+		return nil, err
+	}
+	env := &Env{cp: cp, metrics: prometheus.NewRegistry(), done: make(chan error, 1)}
+	if err := env.startController(opts); err != nil {
+		return nil, errors.Join(err, cp.Stop())
+	}
+	return env, nil
+}
+
+func (e *Env) startController(opts Options) error {
+	scheme, err := controllers.NewScheme()
+	if err != nil {
+		return err
+	}
+	if e.Client, err = client.New(e.cp.Config, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	waker := controllers.NewChannelWaker()
+	ps, err := opts.Providers(waker)
+	if err != nil {
+		return err
+	}
+	reg, err := providers.NewRegistry(ps...)
+	if err != nil {
+		return err
+	}
+	cfg := TestConfig()
+	if opts.Config != nil {
+		opts.Config(&cfg)
+	}
+	mgr, err := controllers.NewManager(e.cp.Config, controllers.ManagerOptions{
+		MetricsBindAddress:     "0",
+		HealthProbeBindAddress: "0",
+		Providers:              reg,
+		Waker:                  waker,
+		MetricsRegistry:        e.metrics,
+		Config:                 cfg,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	go func() { e.done <- mgr.Start(ctx) }()
+	return nil
+}
+
+// Stop stops the controller and the control plane.
+func (e *Env) Stop() error {
+	e.cancel()
+	return errors.Join(<-e.done, e.cp.Stop())
+}
+
+// Run is a TestMain body: start, run the tests, stop.
+func Run(m *testing.M, opts Options) int {
+	env, err := Start(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	current = env
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping:", err)
+		return 1
+	}
+	return code
+}
+
+// current is the environment Run started, for the helpers below. A test
+// binary runs one environment.
+var current *Env
+
+// E is the environment Run started.
+func E() *Env { return current }
+
+func logLevel() zapcore.Level {
+	if os.Getenv("E2E_VERBOSE") != "" {
+		return zapcore.DebugLevel
+	}
+	return zapcore.ErrorLevel
+}
+
+// Namespace creates a namespace of its own for one test.
+func Namespace(t *testing.T) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name = fmt.Sprintf("%s-%d", name[max(0, len(name)-50):], current.ns.Add(1))
+	name = strings.TrimLeft(name, "-")
+	if err := current.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return name
+}
+
+// Eventually retries check until it returns nil, failing the test after timeout.
+func Eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
+}
+
+// Create creates obj or fails the test.
+func Create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := current.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %s: %v", obj.GetName(), err)
+	}
+}
+
+// Get reads the current state of an ExternalBackend.
+func Get(t *testing.T, xb *v1alpha1.ExternalBackend) *v1alpha1.ExternalBackend {
+	t.Helper()
+	cur := &v1alpha1.ExternalBackend{}
+	if err := current.Client.Get(context.Background(), client.ObjectKeyFromObject(xb), cur); err != nil {
+		t.Fatalf("reading %s: %v", xb.Name, err)
+	}
+	return cur
+}
+
+// Update reads the ExternalBackend, applies change and writes it back,
+// retrying on conflicts with the controller's status writes.
+func Update(t *testing.T, xb *v1alpha1.ExternalBackend, change func(*v1alpha1.ExternalBackend)) error {
+	t.Helper()
+	var err error
+	for range 10 {
+		cur := Get(t, xb)
+		change(cur)
+		if err = current.Client.Update(context.Background(), cur); err == nil {
+			*xb = *cur
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// WaitCondition waits until condition typ has status and reason for the
+// current generation, and returns the backend as it was then.
+func WaitCondition(t *testing.T, xb *v1alpha1.ExternalBackend, typ string, status metav1.ConditionStatus, reason string) *v1alpha1.ExternalBackend {
+	t.Helper()
+	var cur *v1alpha1.ExternalBackend
+	Eventually(t, Timeout, fmt.Sprintf("%s %s=%s/%s", xb.Name, typ, status, reason), func() error {
+		cur = Get(t, xb)
+		c := meta.FindStatusCondition(cur.Status.Conditions, typ)
+		switch {
+		case c == nil:
+			return fmt.Errorf("no %s condition yet (conditions: %v)", typ, cur.Status.Conditions)
+		case c.Status != status || c.Reason != reason || c.ObservedGeneration != cur.Generation:
+			return fmt.Errorf("%s is %s/%s (generation %d of %d): %s", typ, c.Status, c.Reason, c.ObservedGeneration, cur.Generation, c.Message)
+		}
+		return nil
+	})
+	return cur
+}
+
+// WaitReady waits until the backend is Ready with its generation observed.
+func WaitReady(t *testing.T, xb *v1alpha1.ExternalBackend) *v1alpha1.ExternalBackend {
+	t.Helper()
+	cur := WaitCondition(t, xb, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
+	if cur.Status.ObservedGeneration != cur.Generation {
+		t.Fatalf("Ready but observedGeneration %d != generation %d", cur.Status.ObservedGeneration, cur.Generation)
+	}
+	return cur
+}
+
+// Slices lists the slices the controller manages for a Service, by name.
+func Slices(t *testing.T, ns, svc string) []discoveryv1.EndpointSlice {
+	t.Helper()
+	var list discoveryv1.EndpointSliceList
+	if err := current.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{
+		discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: controllers.ManagedByValue,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(list.Items, func(a, b discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+	return list.Items
+}
+
+// Published maps each address in the slices to its endpoint, failing on an
+// address published twice or an endpoint with other than one address.
+func Published(sl []discoveryv1.EndpointSlice) (map[string]discoveryv1.Endpoint, error) {
+	out := map[string]discoveryv1.Endpoint{}
+	for _, s := range sl {
+		for _, e := range s.Endpoints {
+			if len(e.Addresses) != 1 {
+				return nil, fmt.Errorf("slice %s: endpoint with %d addresses", s.Name, len(e.Addresses))
+			}
+			if _, dup := out[e.Addresses[0]]; dup {
+				return nil, fmt.Errorf("address %s published twice", e.Addresses[0])
+			}
+			out[e.Addresses[0]] = e
+		}
+	}
+	return out, nil
+}
+
+// WaitAddresses waits until our slices of svc publish exactly addrs.
+func WaitAddresses(t *testing.T, ns, svc string, addrs ...string) []discoveryv1.EndpointSlice {
+	t.Helper()
+	var sl []discoveryv1.EndpointSlice
+	Eventually(t, Timeout, "slices of "+svc, func() error {
+		sl = Slices(t, ns, svc)
+		got, err := Published(sl)
+		if err != nil {
+			return err
+		}
+		if len(got) != len(addrs) {
+			return fmt.Errorf("%d addresses published, want %d: %v", len(got), len(addrs), keys(got))
+		}
+		for _, a := range addrs {
+			if _, ok := got[a]; !ok {
+				return fmt.Errorf("%s not published (have %v)", a, keys(got))
+			}
+		}
+		return nil
+	})
+	return sl
+}
+
+func keys(m map[string]discoveryv1.Endpoint) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Writes is how many API writes of kind (Service or EndpointSlice) the
+// controller has made.
+func Writes(t *testing.T, kind string) float64 {
+	t.Helper()
+	fams, err := current.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range fams {
+		if f.GetName() != "backendslice_writes_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == kind {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
