@@ -238,4 +238,3 @@ func printBackends(ctx context.Context, c client.Reader, out io.Writer) error {
 	}
 	return nil
 }
-

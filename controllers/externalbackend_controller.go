@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-playground/validator/v10"
@@ -168,9 +169,15 @@ func (r *Reconciler) finish(ctx context.Context, before *v1alpha1.ExternalBacken
 	return out.retry
 }
 
-// announce emits an event when the Ready condition changes, so that a
-// failure is told once, not at every retry.
+// announce emits an event when the Ready condition or the set of dropped
+// addresses changes, so that each is told once, not at every retry.
 func (r *Reconciler) announce(before, after *v1alpha1.ExternalBackend) {
+	if len(after.Status.Dropped) > 0 && !slices.Equal(before.Status.Dropped, after.Status.Dropped) {
+		d := after.Status.Dropped[0]
+		r.event(after, corev1.EventTypeWarning, v1alpha1.ReasonAddressesDropped, "Resolve",
+			"%d address(es) not published, first %s from source %s: %s; status.dropped lists them",
+			len(after.Status.Dropped), d.Address, d.Source, d.Reason)
+	}
 	now := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.ConditionReady)
 	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady)
 	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason && was.Message == now.Message) {

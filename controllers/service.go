@@ -209,7 +209,7 @@ func (r *Reconciler) ensureService(ctx context.Context, st *reconcileState) erro
 		// still be someone else's Service: Create fails then, and we look.
 		if err := r.Create(ctx, want, client.FieldOwner(FieldManager)); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				return r.serviceConflict(ctx, want)
+				return r.serviceConflict(ctx, st.xb, want)
 			}
 			return fmt.Errorf("creating Service %s: %w", want.Name, err)
 		}
@@ -243,11 +243,16 @@ func (r *Reconciler) ensureService(ctx context.Context, st *reconcileState) erro
 }
 
 // serviceConflict reads the Service that holds our name, bypassing the
-// cache, to say whose it is.
-func (r *Reconciler) serviceConflict(ctx context.Context, want *corev1.Service) error {
+// cache, to say whose it is. It may be our own, created by a previous pass
+// that the cache has not shown yet: then there is no conflict, only a pass
+// to repeat.
+func (r *Reconciler) serviceConflict(ctx context.Context, xb *v1alpha1.ExternalBackend, want *corev1.Service) error {
 	other := &corev1.Service{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), other); err != nil {
 		return fmt.Errorf("reading Service %s that holds our name: %w", want.Name, err)
+	}
+	if metav1.IsControlledBy(other, xb) {
+		return errRequeue
 	}
 	return errServiceConflict{conflictMessage(other)}
 }

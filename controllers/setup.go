@@ -76,7 +76,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		// Leaving at once on shutdown lets the next leader start sooner.
 		LeaderElectionReleaseOnCancel: true,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Service{}:           ourObjects,
+			&corev1.Service{}:            ourObjects,
 			&discoveryv1.EndpointSlice{}: ourObjects,
 		}},
 	})

@@ -74,7 +74,8 @@ func (r *Reconciler) syncSlices(ctx context.Context, st *reconcileState) error {
 
 // createSlice creates a slice. Slice names are deterministic, so a slice we
 // created that the cache has not shown yet makes Create fail rather than
-// publish the same endpoints twice; if that slice is ours it is updated.
+// publish the same endpoints twice; if that slice is ours it is updated, and
+// if it is someone else's, ours gets a generated name.
 func (r *Reconciler) createSlice(ctx context.Context, s *discoveryv1.EndpointSlice) error {
 	err := r.Create(ctx, s, client.FieldOwner(FieldManager))
 	if err == nil {
@@ -90,7 +91,15 @@ func (r *Reconciler) createSlice(ctx context.Context, s *discoveryv1.EndpointSli
 	}
 	owner := metav1.GetControllerOf(live)
 	if owner == nil || owner.UID != s.OwnerReferences[0].UID || live.AddressType != s.AddressType {
-		return fmt.Errorf("EndpointSlice %s exists and is not ours; backendslice does not take it over: delete or rename it", s.Name)
+		// Someone else's slice holds the name (our cache does not show
+		// slices without our label). Never take it over: let the API
+		// server pick a free name for ours instead.
+		s.GenerateName, s.Name = s.Name+"-", ""
+		if err := r.Create(ctx, s, client.FieldOwner(FieldManager)); err != nil {
+			return fmt.Errorf("creating EndpointSlice %s*: %w", s.GenerateName, err)
+		}
+		r.Metrics.write("EndpointSlice", "create")
+		return nil
 	}
 	s.ResourceVersion = live.ResourceVersion
 	s.UID = live.UID

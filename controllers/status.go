@@ -138,7 +138,7 @@ func summarize(o outcome) verdict {
 		synced = cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonServiceConflict, conflict.msg)
 		v.recheck = conflictRecheck
 	case errors.Is(o.syncErr, errRequeue):
-		synced = cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonProgressing, "the Service is being recreated")
+		synced = cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonProgressing, "the Service was just created or recreated; looking again")
 		v.recheck = time.Millisecond
 	case o.syncErr != nil:
 		synced = cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonWriteFailed, o.syncErr.Error()+"; retrying")

@@ -218,6 +218,7 @@ type StaticEndpoint struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^([0-9a-fA-F:.]+|([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
 	// +kubebuilder:validation:XValidation:rule="!self.contains(':') || isIP(self)",message="is not a valid IPv6 address"
+	// +kubebuilder:validation:XValidation:rule="isIP(self) || !self.matches('^[0-9.]+$')",message="is not a valid IPv4 address"
 	// +kubebuilder:validation:XValidation:rule="!isIP(self) || (!ip(self).isLoopback() && !ip(self).isUnspecified() && !ip(self).isLinkLocalUnicast() && !ip(self).isLinkLocalMulticast())",message="loopback, link-local and unspecified addresses cannot be endpoints; use the backend's routable address"
 	Address string `json:"address"`
 
@@ -492,6 +493,7 @@ type DrainingEndpoint struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=xb,categories=backendslice
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name: at most 63 characters, since it is the value of the backendslice.io/backend label on the Service and slices; choose a shorter name"
 // +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.status.serviceName`
 // +kubebuilder:printcolumn:name="Endpoints",type=integer,JSONPath=`.status.endpoints.total`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -64,9 +64,14 @@ func Drain(in DrainInput) DrainResult {
 			}
 			continue
 		}
+		if in.Period <= 0 {
+			continue
+		}
 		start, ok := since[e.Address]
 		if !ok {
-			start = metav1.NewTime(in.Now)
+			// Status keeps whole seconds: start at the next one, so that the
+			// time read back never cuts the drain short.
+			start = metav1.NewTime(ceilSecond(in.Now))
 		}
 		left := start.Add(in.Period).Sub(in.Now)
 		if left <= 0 {
@@ -81,4 +86,12 @@ func Drain(in DrainInput) DrainResult {
 	}
 	slices.SortFunc(res.Draining, func(a, b v1alpha1.DrainingEndpoint) int { return strings.Compare(a.Address, b.Address) })
 	return res
+}
+
+// ceilSecond rounds t up to a whole second.
+func ceilSecond(t time.Time) time.Time {
+	if r := t.Truncate(time.Second); !r.Equal(t) {
+		return r.Add(time.Second)
+	}
+	return t
 }

@@ -109,9 +109,12 @@ func normalizeOne(pe providers.Endpoint, want map[discoveryv1.AddressType]bool, 
 // unsafeIP names why an IP must not be published: the API server rejects
 // some ranges, and the policy denies others.
 func unsafeIP(a netip.Addr, denied []netip.Prefix) string {
-	switch {
-	case a.Zone() != "":
+	if a.Zone() != "" {
 		return "an IPv6 zone (%iface) is local to one host; give the address without it"
+	}
+	// An IPv4-mapped IPv6 address is published as IPv4: judge it as one.
+	a = a.Unmap()
+	switch {
 	case a.IsUnspecified():
 		return "unspecified address (0.0.0.0 or ::) is not a backend"
 	case a.IsLoopback():
@@ -122,7 +125,7 @@ func unsafeIP(a netip.Addr, denied []netip.Prefix) string {
 		return "multicast address is not a backend"
 	}
 	for _, p := range denied {
-		if p.Contains(a.Unmap()) || p.Contains(a) {
+		if p.Contains(a) {
 			return fmt.Sprintf("address is inside %s, denied by the controller's --denied-cidrs (cloud metadata or cluster networks)", p)
 		}
 	}
@@ -131,6 +134,9 @@ func unsafeIP(a netip.Addr, denied []netip.Prefix) string {
 
 // invalidName names why a DNS name cannot be an FQDN endpoint.
 func invalidName(name string, denied []string) string {
+	if strings.Trim(name, "0123456789.") == "" {
+		return "looks like an IPv4 address but is not a valid one"
+	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return "neither an IP address nor a valid DNS name: " + strings.Join(errs, "; ")
 	}

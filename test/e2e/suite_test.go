@@ -140,22 +140,55 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() e
 // writes is how many API writes of kind (Service or EndpointSlice) the controller has made.
 func writes(t *testing.T, kind string) float64 {
 	t.Helper()
+	n, _ := metricValue(t, "backendslice_writes_total", map[string]string{"kind": kind})
+	return n
+}
+
+// reconciles is how many reconciles the controller has finished with result
+// ("success" or "error"), or with any result when result is "".
+func reconciles(t *testing.T, result string) float64 {
+	t.Helper()
+	match := map[string]string{}
+	if result != "" {
+		match["result"] = result
+	}
+	n, _ := metricValue(t, "backendslice_reconciles_total", match)
+	return n
+}
+
+// metricValue sums the counters and gauges of the named metric whose labels
+// include every pair of match, and says how many series matched.
+func metricValue(t *testing.T, name string, match map[string]string) (sum float64, series int) {
+	t.Helper()
 	fams, err := metricsReg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n float64
 	for _, f := range fams {
-		if f.GetName() != "backendslice_writes_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					n += m.GetCounter().GetValue()
-				}
+				labels[l.GetName()] = l.GetValue()
 			}
+			if !containsAll(labels, match) {
+				continue
+			}
+			series++
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
-	return n
+	return sum, series
+}
+
+// containsAll tells whether every pair of sub is in m.
+func containsAll(m, sub map[string]string) bool {
+	for k, v := range sub {
+		if got, ok := m[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,153 @@
+# backendslice: developer and CI entry points. `make` (or `make help`) lists them.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules --no-print-directory
+.SUFFIXES:
+
+# Pinned tool versions (bumping one changes its cache key and rebuilds it).
+CONTROLLER_GEN_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION ?= v2.15.0
+CONTROLLER_GEN_PKG := sigs.k8s.io/controller-tools/cmd/controller-gen
+GOLANGCI_LINT_PKG := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+# kube-apiserver, etcd and consul versions are pinned in test/controlplane/<name>/go.mod.
+
+# Where things go.
+GO ?= go
+BIN := $(CURDIR)/bin
+# Built tools live outside the checkout, keyed by version, and are linked into bin/.
+CACHE_DIR ?= $(or $(BACKENDSLICE_CACHE_DIR),$(if $(XDG_CACHE_HOME),$(XDG_CACHE_HOME),$(HOME)/.cache)/backendslice)
+export BACKENDSLICE_CACHE_DIR := $(CACHE_DIR)
+CONTROLLER_GEN := $(BIN)/controller-gen
+GOLANGCI_LINT := $(BIN)/golangci-lint
+INSTALL := bash $(CURDIR)/test/controlplane/install.sh
+
+# Test settings.
+# CONSUL=1 makes `make test` also install the Consul agent into bin/ (for the
+# Consul provider tests). Off by default until those tests need it.
+CONSUL ?=
+TEST_PREREQS := controlplane $(if $(filter 1 true yes,$(CONSUL)),consul)
+TEST_FLAGS ?= -count=1 -timeout 30m
+TEST_PKGS ?= ./...
+# envtest reads KUBEBUILDER_ASSETS and starts bin/kube-apiserver and bin/etcd.
+ENVTEST_ENV := KUBEBUILDER_ASSETS=$(BIN)
+
+# Paths whose changes after generate/manifests/fmt make `make verify` fail.
+VERIFY_PATHS := api config charts '*.go'
+
+.PHONY: help
+help: ## Show this help.
+	@echo 'Usage: make <target> [CONSUL=1]'
+	@echo
+	@awk 'BEGIN { FS = ":.*## " } /^##@ / { printf "\n%s\n", substr($$0, 5) } /^[a-zA-Z0-9_-]+:.*## / { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@echo
+	@echo 'Binaries are built once per machine into $(CACHE_DIR) and linked into bin/.'
+
+##@ Build
+
+.PHONY: build
+build: ## Build bin/backendslice.
+	$(GO) build -o $(BIN)/backendslice .
+
+.PHONY: generate
+generate: controller-gen ## Generate deepcopy code for api/ (controller-gen object).
+	$(CONTROLLER_GEN) object paths=./api/...
+
+.PHONY: manifests
+manifests: controller-gen ## Generate the CRD and RBAC into config/ (and the chart's crds/ if present).
+	$(CONTROLLER_GEN) crd rbac:roleName=backendslice-controller paths="./api/...;./controllers/..." \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	@if [[ -d charts/backendslice/crds ]]; then \
+		cp -f config/crd/bases/*.yaml charts/backendslice/crds/; \
+		echo 'copied config/crd/bases/*.yaml to charts/backendslice/crds/'; \
+	fi
+
+##@ Check
+
+.PHONY: fmt
+fmt: ## Format the Go code (go fmt).
+	$(GO) fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	$(GO) vet ./...
+
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint (.golangci.yml).
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: test
+test: $(TEST_PREREQS) ## Run all tests on a real kube-apiserver and etcd (envtest).
+	$(ENVTEST_ENV) $(GO) test $(TEST_PKGS) $(TEST_FLAGS)
+
+.PHONY: verify
+verify: generate manifests fmt ## Fail if generated code, manifests, formatting or go.mod are out of date.
+	@changed=$$(git status --porcelain -- $(VERIFY_PATHS)); \
+	if [[ -n "$$changed" ]]; then \
+		echo; \
+		echo 'verify: FAILED. These files are not committed or changed when regenerated:'; \
+		echo "$$changed"; \
+		echo; \
+		git --no-pager diff --stat -- $(VERIFY_PATHS) || true; \
+		echo; \
+		echo 'Run `make generate manifests fmt` and commit the result (or commit/stash your own edits first).'; \
+		exit 1; \
+	fi
+	@if ! $(GO) mod tidy -diff; then \
+		echo; \
+		echo 'verify: FAILED. go.mod/go.sum are not tidy: run `go mod tidy` and commit the result.'; \
+		exit 1; \
+	fi
+	@echo 'verify: OK'
+
+##@ Run
+
+.PHONY: demo
+demo: controlplane build ## Run the demo against a local kube-apiserver and etcd.
+	$(ENVTEST_ENV) $(BIN)/backendslice demo
+
+##@ Test binaries and tools
+
+.PHONY: controlplane
+controlplane: ## Build (once) and link kube-apiserver and etcd into bin/.
+	$(INSTALL) etcd
+	$(INSTALL) kube-apiserver
+
+.PHONY: consul
+consul: ## Build (once) and link the Consul agent into bin/.
+	$(INSTALL) consul
+
+.PHONY: tools
+tools: controller-gen golangci-lint ## Build (once) and link controller-gen and golangci-lint into bin/.
+
+# go-install-tool: go install $(2)@$(3) into $(CACHE_DIR)/$(1)-$(3)/ once, then link it into bin/.
+# flock serialises concurrent installs of the same tool version.
+define go-install-tool
+@dir='$(CACHE_DIR)/$(1)-$(3)'; \
+mkdir -p "$$dir" '$(BIN)'; \
+if [[ ! -x "$$dir/$(1)" ]]; then \
+	exec 9>"$$dir/.lock"; \
+	if command -v flock >/dev/null; then flock 9; fi; \
+	if [[ ! -x "$$dir/$(1)" ]]; then \
+		echo '$(1) $(3): building it into '"$$dir"' (once; a few minutes cold)'; \
+		start=$$SECONDS; \
+		GOBIN="$$dir" GOWORK=off GOFLAGS= $(GO) install $(2)@$(3); \
+		echo "$(1) $(3): built in $$((SECONDS - start))s"; \
+	fi; \
+fi; \
+ln -sfn "$$dir/$(1)" '$(BIN)/$(1)' 2>/dev/null || cp -f "$$dir/$(1)" '$(BIN)/$(1)'
+endef
+
+.PHONY: controller-gen
+controller-gen: ## Build (once) and link controller-gen into bin/.
+	$(call go-install-tool,controller-gen,$(CONTROLLER_GEN_PKG),$(CONTROLLER_GEN_VERSION))
+
+.PHONY: golangci-lint
+golangci-lint: ## Build (once) and link golangci-lint into bin/.
+	$(call go-install-tool,golangci-lint,$(GOLANGCI_LINT_PKG),$(GOLANGCI_LINT_VERSION))
+
+##@ Clean
+
+.PHONY: clean
+clean: ## Remove bin/ (the per-machine build cache is kept).
+	rm -rf $(BIN)
