@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -11,10 +10,11 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
 // timeout bounds every wait for the controller.
-const timeout = 20 * time.Second
+const timeout = framework.Timeout
 
 func TestDualStackStaticBackend(t *testing.T) {
 	ns := newNamespace(t)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
 // expectShards fails the test unless there are between minSlices and
@@ -527,12 +528,12 @@ func TestOwnershipChain(t *testing.T) {
 
 	svcWrites, sliceWrites, failures := writes(t, "Service"), writes(t, "EndpointSlice"), reconciles(t, "error")
 	gauges := map[string]string{"namespace": ns, "name": "db"}
-	if _, n := metricValue(t, "backendslice_endpoints", gauges); n == 0 {
+	if _, n := framework.MetricValue(t, "backendslice_endpoints", gauges); n == 0 {
 		t.Errorf("no endpoint gauges for the backend")
 	}
 	mustDelete(t, cur)
 	eventually(t, timeout, "gauges of the deleted backend dropped", func() error {
-		if _, n := metricValue(t, "backendslice_endpoints", gauges); n != 0 {
+		if _, n := framework.MetricValue(t, "backendslice_endpoints", gauges); n != 0 {
 			return fmt.Errorf("%d gauge series left", n)
 		}
 		return nil

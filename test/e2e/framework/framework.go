@@ -45,6 +45,8 @@ type Options struct {
 	Providers func(w providers.Waker) ([]providers.Provider, error)
 	// Config changes the controller configuration from TestConfig.
 	Config func(*controllers.Config)
+	// Started, if set, is called with the environment before the tests run.
+	Started func(*Env)
 }
 
 // TestConfig is the controller configuration of the tests: the defaults plus
@@ -140,6 +142,9 @@ func Run(m *testing.M, opts Options) int {
 		return 1
 	}
 	current = env
+	if opts.Started != nil {
+		opts.Started(env)
+	}
 	code := m.Run()
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping:", err)
@@ -321,22 +326,43 @@ func keys(m map[string]discoveryv1.Endpoint) []string {
 // controller has made.
 func Writes(t *testing.T, kind string) float64 {
 	t.Helper()
+	n, _ := MetricValue(t, "backendslice_writes_total", map[string]string{"kind": kind})
+	return n
+}
+
+// MetricValue sums the counters and gauges of the named controller metric
+// whose labels include every pair of match, and says how many series matched.
+func MetricValue(t *testing.T, name string, match map[string]string) (sum float64, series int) {
+	t.Helper()
 	fams, err := current.metrics.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n float64
 	for _, f := range fams {
-		if f.GetName() != "backendslice_writes_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					n += m.GetCounter().GetValue()
-				}
+				labels[l.GetName()] = l.GetValue()
 			}
+			if !containsAll(labels, match) {
+				continue
+			}
+			series++
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
-	return n
+	return sum, series
+}
+
+// containsAll tells whether every pair of sub is in m.
+func containsAll(m, sub map[string]string) bool {
+	for k, v := range sub {
+		if got, ok := m[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
