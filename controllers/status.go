@@ -68,19 +68,18 @@ func outcomeOf(st *reconcileState, wasReady metav1.ConditionStatus) outcome {
 	return o
 }
 
+// cond builds a condition of type t that is True when ok.
+func cond(t string, ok bool, reason, msg string) metav1.Condition {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg}
+}
+
 // summarize maps an outcome to conditions. It is pure so that every case
 // is checked in a table.
 func summarize(o outcome) verdict {
-	cond := func(t string, ok bool, reason, msg string) metav1.Condition {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg}
-	}
-	stalled := func(reason, msg string) metav1.Condition {
-		return cond(v1alpha1.ConditionStalled, true, reason, msg)
-	}
 	if o.suspended {
 		st := o.wasReady
 		if st == "" {
@@ -96,55 +95,12 @@ func summarize(o outcome) verdict {
 		return verdict{final: true, conditions: []metav1.Condition{
 			cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonInvalidSpec, msg),
 			cond(v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSpec, msg),
-			stalled(v1alpha1.ReasonInvalidSpec, msg),
+			cond(v1alpha1.ConditionStalled, true, v1alpha1.ReasonInvalidSpec, msg),
 		}}
 	}
 
-	var v verdict
-	resolved := cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonResolved, "every source answered")
-	var terminal, transient []string
-	var terminalReason string
-	for _, name := range o.sourceOrder {
-		e := o.sourceErrs[name]
-		line := fmt.Sprintf("source %s: %s", name, e.Error())
-		if e.Terminal {
-			terminal = append(terminal, line)
-			if terminalReason == "" {
-				terminalReason = e.Reason
-			}
-		} else {
-			transient = append(transient, line)
-		}
-	}
-	failures := strings.Join(append(append([]string{}, terminal...), transient...), "; ")
-	if len(transient) > 0 {
-		v.retry = errors.New(strings.Join(transient, "; "))
-	}
-	switch {
-	case len(terminal) > 0:
-		resolved = cond(v1alpha1.ConditionResolved, false, terminalReason, failures+"; endpoints published before are kept")
-	case len(transient) > 0:
-		resolved = cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonSourceFailed, failures+"; endpoints published before are kept, retrying")
-	case o.dropped > 0:
-		resolved = cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonAddressesDropped,
-			fmt.Sprintf("%d address(es) not published; status.dropped says why", o.dropped))
-	}
-
-	synced := cond(v1alpha1.ConditionSynced, true, v1alpha1.ReasonSynced,
-		fmt.Sprintf("%d endpoint(s) in %d EndpointSlice(s)", o.counts.Total, o.slices))
-	var conflict errServiceConflict
-	switch {
-	case errors.As(o.syncErr, &conflict):
-		synced = cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonServiceConflict, conflict.msg)
-		v.recheck = conflictRecheck
-	case errors.Is(o.syncErr, errRequeue):
-		synced = cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonProgressing, "the Service was just created or recreated; looking again")
-		v.recheck = time.Millisecond
-	case o.syncErr != nil:
-		synced = cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonWriteFailed, o.syncErr.Error()+"; retrying")
-		v.retry = errors.Join(v.retry, o.syncErr)
-	}
-
+	resolved, resolveStalled, resolveRetry := resolvedCondition(o)
+	synced, recheck, syncRetry := syncedCondition(o)
 	ready := cond(v1alpha1.ConditionReady, true, v1alpha1.ReasonReady,
 		fmt.Sprintf("%d of %d endpoint(s) ready in %d EndpointSlice(s)", o.counts.Ready, o.counts.Total, o.slices))
 	switch {
@@ -153,18 +109,73 @@ func summarize(o outcome) verdict {
 	case resolved.Status != metav1.ConditionTrue:
 		ready = cond(v1alpha1.ConditionReady, false, resolved.Reason, resolved.Message)
 	}
-	v.conditions = []metav1.Condition{resolved, synced, ready}
-
+	v := verdict{
+		conditions: []metav1.Condition{resolved, synced, ready},
+		retry:      errors.Join(resolveRetry, syncRetry),
+		recheck:    recheck,
+	}
 	switch {
 	case synced.Reason == v1alpha1.ReasonServiceConflict:
-		v.conditions = append(v.conditions, stalled(synced.Reason, synced.Message))
-	case len(terminal) > 0 && len(transient) == 0:
-		v.conditions = append(v.conditions, stalled(resolved.Reason, resolved.Message))
+		v.conditions = append(v.conditions, cond(v1alpha1.ConditionStalled, true, synced.Reason, synced.Message))
+	case resolveStalled:
+		v.conditions = append(v.conditions, cond(v1alpha1.ConditionStalled, true, resolved.Reason, resolved.Message))
 	default:
 		v.removeStalled = true
 	}
 	v.final = v.retry == nil && !errors.Is(o.syncErr, errRequeue)
 	return v
+}
+
+// resolvedCondition says how the sources answered; stalled when only
+// terminal failures occurred, and a retry error when a transient one did.
+func resolvedCondition(o outcome) (c metav1.Condition, stalled bool, retry error) {
+	var terminal, transient []string
+	var terminalReason string
+	for _, name := range o.sourceOrder {
+		e := o.sourceErrs[name]
+		line := fmt.Sprintf("source %s: %s", name, e.Error())
+		if !e.Terminal {
+			transient = append(transient, line)
+			continue
+		}
+		terminal = append(terminal, line)
+		if terminalReason == "" {
+			terminalReason = e.Reason
+		}
+	}
+	if len(transient) > 0 {
+		retry = errors.New(strings.Join(transient, "; "))
+	}
+	failures := strings.Join(append(terminal, transient...), "; ")
+	switch {
+	case len(terminal) > 0:
+		return cond(v1alpha1.ConditionResolved, false, terminalReason, failures+"; endpoints published before are kept"),
+			len(transient) == 0, retry
+	case len(transient) > 0:
+		return cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonSourceFailed,
+			failures+"; endpoints published before are kept, retrying"), false, retry
+	case o.dropped > 0:
+		return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonAddressesDropped,
+			fmt.Sprintf("%d address(es) not published; status.dropped says why", o.dropped)), false, nil
+	}
+	return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonResolved, "every source answered"), false, nil
+}
+
+// syncedCondition says how writing the Service and slices went, when to look
+// again without a failure (a conflict we cannot watch), and what to retry.
+func syncedCondition(o outcome) (c metav1.Condition, recheck time.Duration, retry error) {
+	var conflict errServiceConflict
+	switch {
+	case errors.As(o.syncErr, &conflict):
+		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonServiceConflict, conflict.msg), conflictRecheck, nil
+	case errors.Is(o.syncErr, errRequeue):
+		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonProgressing,
+			"the Service was just created or recreated; looking again"), time.Millisecond, nil
+	case o.syncErr != nil:
+		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonWriteFailed, o.syncErr.Error()+"; retrying"), 0, o.syncErr
+	}
+	return cond(v1alpha1.ConditionSynced, true, v1alpha1.ReasonSynced,
+		fmt.Sprintf("%d endpoint(s) in %d EndpointSlice(s)", o.counts.Total, o.slices)), 0, nil
 }
 
 // countEndpoints counts endpoints by family and condition.

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -41,12 +42,12 @@ func validateSpec(v *validator.Validate, xb *v1alpha1.ExternalBackend) error {
 	if xb.Spec.DrainPeriod != nil {
 		rules.DrainPeriod = int64(xb.Spec.DrainPeriod.Duration)
 	}
-	err := v.Struct(rules)
-	if err == nil {
-		return nil
+	var invalid validator.ValidationErrors
+	if err := v.Struct(rules); !errors.As(err, &invalid) {
+		return err
 	}
 	var msgs []string
-	for _, fe := range err.(validator.ValidationErrors) {
+	for _, fe := range invalid {
 		switch fe.Field() {
 		case "ServiceName":
 			msgs = append(msgs, fmt.Sprintf(

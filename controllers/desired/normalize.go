@@ -78,9 +78,7 @@ func normalizeOne(pe providers.Endpoint, want map[discoveryv1.AddressType]bool, 
 	if len(validation.IsDNS1123Label(pe.Hostname)) == 0 {
 		e.Hostname = pe.Hostname
 	}
-	addr, err := netip.ParseAddr(pe.Address)
-	switch {
-	case err == nil:
+	if addr, err := netip.ParseAddr(pe.Address); err == nil {
 		if reason := unsafeIP(addr, pol.DeniedPrefixes); reason != "" {
 			return e, reason
 		}
@@ -90,7 +88,7 @@ func normalizeOne(pe providers.Endpoint, want map[discoveryv1.AddressType]bool, 
 		if addr.Is6() {
 			e.AddressType = discoveryv1.AddressTypeIPv6
 		}
-	default:
+	} else {
 		name := strings.TrimSuffix(strings.ToLower(pe.Address), ".")
 		if reason := invalidName(name, pol.DeniedNames); reason != "" {
 			return e, reason
@@ -144,6 +142,8 @@ func invalidName(name string, denied []string) string {
 		return "a DNS name needs at least two labels (for example db.example.com)"
 	}
 	for _, d := range denied {
+		// Operators write names as they like: Metadata.Google.Internal.
+		d = strings.TrimSuffix(strings.ToLower(d), ".")
 		if name == d || (strings.HasPrefix(d, "*.") && strings.HasSuffix(name, d[1:])) {
 			return fmt.Sprintf("name matches %q, denied by the controller's --denied-names (cloud metadata or cluster names)", d)
 		}

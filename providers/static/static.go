@@ -3,6 +3,7 @@ package static
 
 import (
 	"context"
+
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 )
