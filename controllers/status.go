@@ -114,7 +114,10 @@ func summarize(o outcome) verdict {
 		retry:      errors.Join(resolveRetry, syncRetry),
 		recheck:    recheck,
 	}
+	// Stalled means retrying will not help: not while something is retried.
 	switch {
+	case v.retry != nil:
+		v.removeStalled = true
 	case synced.Reason == v1alpha1.ReasonServiceConflict:
 		v.conditions = append(v.conditions, cond(v1alpha1.ConditionStalled, true, synced.Reason, synced.Message))
 	case resolveStalled:

@@ -120,6 +120,15 @@ func TestSummarize(t *testing.T) {
 			final:    true,
 		},
 		{
+			name: "gone backend",
+			o: failing(base, srcErr("dns", providers.Gone(v1alpha1.ReasonBackendNotFound,
+				errors.New("spec.sources[dns].dns: db.example.com does not exist")))),
+			resolved: &condWant{F, v1alpha1.ReasonBackendNotFound, []string{"db.example.com does not exist"}},
+			ready:    &condWant{F, v1alpha1.ReasonBackendNotFound, nil},
+			stalled:  &condWant{T, v1alpha1.ReasonBackendNotFound, nil},
+			final:    true,
+		},
+		{
 			name:     "two terminal errors: the first one's reason, both told",
 			o:        failing(base, srcErr("rds", terminal), srcErr("x", terminal2)),
 			resolved: &condWant{F, v1alpha1.ReasonProviderNotAvailable, []string{"source rds", "source x"}},

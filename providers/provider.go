@@ -55,8 +55,8 @@ type Endpoint struct {
 	// Terminating is true when the backend is going away (maintenance,
 	// deletion): it is published as ready=false while it drains.
 	Terminating bool
-	// Port, when not zero, is the backend's own port; it replaces the
-	// targetPort of every Service port for this endpoint.
+	// Port, when not zero, is the backend's own port (an RDS instance tells
+	// its own); it is used for every Service port that sets no targetPort.
 	Port int32
 }
 

@@ -168,6 +168,13 @@ func TestErrorHelpers(t *testing.T) {
 	if !providers.IsTerminal(te) || te.Error() != "spec.sources[a]: bad" || providers.AsError(te).Reason != v1alpha1.ReasonInvalidSpec {
 		t.Errorf("Terminalf: %+v", providers.AsError(te))
 	}
+	gone := providers.Gone(v1alpha1.ReasonBackendNotFound, base)
+	if pe := providers.AsError(gone); !pe.Terminal || !pe.Gone || pe.Reason != v1alpha1.ReasonBackendNotFound || !errors.Is(gone, base) {
+		t.Errorf("Gone: %+v", pe)
+	}
+	if providers.AsError(te).Gone || providers.AsError(tr).Gone {
+		t.Error("Terminal or Transient errors say Gone")
+	}
 	// An untyped error counts as transient; a wrapped typed one keeps its kind.
 	if pe := providers.AsError(base); pe.Terminal || pe.Reason != v1alpha1.ReasonSourceFailed || pe.Err != base {
 		t.Errorf("AsError(untyped) = %+v", pe)

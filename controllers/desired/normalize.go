@@ -132,6 +132,9 @@ func unsafeIP(a netip.Addr, denied []netip.Prefix) string {
 
 // invalidName names why a DNS name cannot be an FQDN endpoint.
 func invalidName(name string, denied []string) string {
+	if name == "" {
+		return "empty address"
+	}
 	if strings.Trim(name, "0123456789.") == "" {
 		return "looks like an IPv4 address but is not a valid one"
 	}

@@ -1,0 +1,357 @@
+package desired
+
+import (
+	"errors"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
+)
+
+var (
+	ipv4Only = []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4}
+	dual     = []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4, v1alpha1.AddressTypeIPv6}
+	all      = []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4, v1alpha1.AddressTypeIPv6, v1alpha1.AddressTypeFQDN}
+	pgPort   = []v1alpha1.ServicePort{{Name: "pg", Port: 5432}}
+)
+
+// up is a serving provider endpoint at addr.
+func up(addr string) providers.Endpoint { return providers.Endpoint{Address: addr, Serving: true} }
+
+// one is the results of a single source named "s".
+func one(eps ...providers.Endpoint) []SourceResult {
+	return []SourceResult{{Name: "s", Endpoints: eps}}
+}
+
+// pub is what Normalize is expected to publish, without ports.
+type pub struct {
+	typ  discoveryv1.AddressType
+	addr string
+}
+
+// drop is an expected drop: source, original address, and texts the reason contains.
+type drop struct {
+	source, addr string
+	reason       []string
+}
+
+func TestNormalize(t *testing.T) {
+	alibaba := netip.MustParsePrefix("100.100.100.200/32")
+	ec2v6 := netip.MustParsePrefix("fd00:ec2::254/128")
+	cases := []struct {
+		name    string
+		results []SourceResult
+		types   []v1alpha1.AddressType
+		prefix  []netip.Prefix
+		names   []string
+		want    []pub
+		dropped []drop
+	}{
+		{
+			name:    "IPv4 kept as is",
+			results: one(up("192.0.2.1")),
+			want:    []pub{{"IPv4", "192.0.2.1"}},
+		},
+		{
+			name:    "IPv6 made canonical",
+			results: one(up("2001:DB8:0:0::1"), up("2001:0db8:0000:0000:0000:0000:0000:0002")),
+			want:    []pub{{"IPv6", "2001:db8::1"}, {"IPv6", "2001:db8::2"}},
+		},
+		{
+			name:    "IPv4-mapped IPv6 published as IPv4",
+			results: one(up("::ffff:192.0.2.1"), up("::FFFF:c633:6407")),
+			want:    []pub{{"IPv4", "192.0.2.1"}, {"IPv4", "198.51.100.7"}},
+		},
+		{
+			name:    "IPv4-mapped IPv6 published when only IPv4 is listed",
+			results: one(up("::ffff:192.0.2.1")),
+			types:   ipv4Only,
+			want:    []pub{{"IPv4", "192.0.2.1"}},
+		},
+		{
+			name:    "IPv6 zone dropped",
+			results: one(up("2001:db8::1%eth0")),
+			dropped: []drop{{"s", "2001:db8::1%eth0", []string{"zone"}}},
+		},
+		{
+			name:    "unspecified dropped",
+			results: one(up("0.0.0.0"), up("::")),
+			dropped: []drop{{"s", "0.0.0.0", []string{"unspecified"}}, {"s", "::", []string{"unspecified"}}},
+		},
+		{
+			// The API server rejects 0.0.0.0 in an EndpointSlice: once
+			// unmapped, ::ffff:0.0.0.0 is that address.
+			name:    "IPv4-mapped unspecified dropped",
+			results: one(up("::ffff:0.0.0.0")),
+			dropped: []drop{{"s", "::ffff:0.0.0.0", []string{"unspecified"}}},
+		},
+		{
+			name:    "loopback dropped",
+			results: one(up("127.0.0.1"), up("127.8.9.10"), up("::1"), up("::ffff:127.0.0.1")),
+			dropped: []drop{
+				{"s", "127.0.0.1", []string{"loopback"}}, {"s", "127.8.9.10", []string{"loopback"}},
+				{"s", "::1", []string{"loopback"}}, {"s", "::ffff:127.0.0.1", []string{"loopback"}},
+			},
+		},
+		{
+			name:    "link-local dropped",
+			results: one(up("169.254.169.254"), up("fe80::1"), up("224.0.0.251"), up("ff02::1"), up("::ffff:169.254.1.1")),
+			dropped: []drop{
+				{"s", "169.254.169.254", []string{"link-local"}}, {"s", "fe80::1", []string{"link-local"}},
+				{"s", "224.0.0.251", []string{"link-local"}}, {"s", "ff02::1", []string{"link-local"}},
+				{"s", "::ffff:169.254.1.1", []string{"link-local"}},
+			},
+		},
+		{
+			name:    "multicast dropped",
+			results: one(up("239.1.2.3"), up("ff05::2")),
+			dropped: []drop{{"s", "239.1.2.3", []string{"multicast"}}, {"s", "ff05::2", []string{"multicast"}}},
+		},
+		{
+			name:    "denied prefix dropped naming the prefix",
+			results: one(up("100.100.100.200"), up("::ffff:100.100.100.200"), up("fd00:ec2::254"), up("100.100.100.201")),
+			prefix:  []netip.Prefix{alibaba, ec2v6},
+			want:    []pub{{"IPv4", "100.100.100.201"}},
+			dropped: []drop{
+				{"s", "100.100.100.200", []string{"100.100.100.200/32", "--denied-cidrs"}},
+				{"s", "::ffff:100.100.100.200", []string{"100.100.100.200/32"}},
+				{"s", "fd00:ec2::254", []string{"fd00:ec2::254/128"}},
+			},
+		},
+		{
+			name:    "FQDN lowercased without trailing dot",
+			results: one(up("DB.Example.COM."), up("replica.example.com")),
+			types:   all,
+			want:    []pub{{"FQDN", "db.example.com"}, {"FQDN", "replica.example.com"}},
+		},
+		{
+			name:    "one-label name dropped",
+			results: one(up("db"), up("localhost.")),
+			types:   all,
+			dropped: []drop{{"s", "db", []string{"two labels"}}, {"s", "localhost.", []string{"two labels"}}},
+		},
+		{
+			name:    "invalid name dropped",
+			results: one(up("db_1.example.com"), up("-db.example.com"), up("db..example.com"), up("not an address")),
+			types:   all,
+			dropped: []drop{
+				{"s", "db_1.example.com", []string{"neither an IP address nor a valid DNS name"}},
+				{"s", "-db.example.com", []string{"neither an IP address nor a valid DNS name"}},
+				{"s", "db..example.com", []string{"neither an IP address nor a valid DNS name"}},
+				{"s", "not an address", []string{"neither an IP address nor a valid DNS name"}},
+			},
+		},
+		{
+			name:    "malformed IPv4 is not a name",
+			results: one(up("192.0.2.01"), up("192.0.2"), up("192.0.2.256"), up("1.2.3.4.5")),
+			types:   all,
+			dropped: []drop{
+				{"s", "192.0.2.01", []string{"IPv4"}}, {"s", "192.0.2", []string{"IPv4"}},
+				{"s", "192.0.2.256", []string{"IPv4"}}, {"s", "1.2.3.4.5", []string{"IPv4"}},
+			},
+		},
+		{
+			name: "denied names, exact and wildcard",
+			results: one(up("metadata.google.internal"), up("Metadata.Google.Internal."), up("kubernetes.default.svc.cluster.local"),
+				up("a.b.cluster.local"), up("cluster.local.example.com"), up("notcluster.local"), up("db.example.com")),
+			types: all,
+			names: []string{"metadata.google.internal", "*.cluster.local"},
+			want:  []pub{{"FQDN", "cluster.local.example.com"}, {"FQDN", "notcluster.local"}, {"FQDN", "db.example.com"}},
+			dropped: []drop{
+				{"s", "metadata.google.internal", []string{`"metadata.google.internal"`, "--denied-names"}},
+				{"s", "Metadata.Google.Internal.", []string{`"metadata.google.internal"`}},
+				{"s", "kubernetes.default.svc.cluster.local", []string{`"*.cluster.local"`}},
+				{"s", "a.b.cluster.local", []string{`"*.cluster.local"`}},
+			},
+		},
+		{
+			name:    "family not in spec.addressTypes dropped",
+			results: one(up("192.0.2.1"), up("2001:db8::1"), up("db.example.com")),
+			types:   ipv4Only,
+			want:    []pub{{"IPv4", "192.0.2.1"}},
+			dropped: []drop{
+				{"s", "2001:db8::1", []string{"IPv6", "spec.addressTypes"}},
+				{"s", "db.example.com", []string{"FQDN", "spec.addressTypes"}},
+			},
+		},
+		{
+			name: "failed source ignored",
+			results: []SourceResult{
+				{Name: "bad", Endpoints: []providers.Endpoint{up("192.0.2.1"), up("127.0.0.1")}, Err: errors.New("boom")},
+				{Name: "good", Endpoints: []providers.Endpoint{up("192.0.2.2")}},
+			},
+			want: []pub{{"IPv4", "192.0.2.2"}},
+		},
+		{
+			name: "duplicates across sources and spellings read once, in source order",
+			results: []SourceResult{
+				{Name: "a", Endpoints: []providers.Endpoint{up("192.0.2.1"), up("2001:db8::1")}},
+				{Name: "b", Endpoints: []providers.Endpoint{up("::ffff:192.0.2.1"), up("2001:DB8::1"), up("192.0.2.3"), up("192.0.2.1")}},
+			},
+			want: []pub{{"IPv4", "192.0.2.1"}, {"IPv6", "2001:db8::1"}, {"IPv4", "192.0.2.3"}},
+		},
+		{
+			name: "dropped addresses name their source",
+			results: []SourceResult{
+				{Name: "a", Endpoints: []providers.Endpoint{up("127.0.0.1")}},
+				{Name: "b", Endpoints: []providers.Endpoint{up("127.0.0.1")}},
+			},
+			dropped: []drop{{"a", "127.0.0.1", []string{"loopback"}}, {"b", "127.0.0.1", []string{"loopback"}}},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			types := c.types
+			if types == nil {
+				types = dual
+			}
+			eps, dropped := Normalize(c.results, Policy{AddressTypes: types, DeniedPrefixes: c.prefix, DeniedNames: c.names, Ports: pgPort})
+			var got []pub
+			for _, e := range eps {
+				got = append(got, pub{e.AddressType, e.Address})
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("published %v, want %v", got, c.want)
+			}
+			if len(dropped) != len(c.dropped) {
+				t.Fatalf("dropped %+v, want %d", dropped, len(c.dropped))
+			}
+			for i, d := range c.dropped {
+				g := dropped[i]
+				if g.Source != d.source || g.Address != d.addr {
+					t.Errorf("dropped[%d] = %s/%s, want %s/%s", i, g.Source, g.Address, d.source, d.addr)
+				}
+				for _, r := range d.reason {
+					if !strings.Contains(g.Reason, r) {
+						t.Errorf("dropped[%d] (%s) reason %q does not contain %q", i, g.Address, g.Reason, r)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestNormalizeFirstSourceWinsWithItsHealth(t *testing.T) {
+	results := []SourceResult{
+		{Name: "a", Endpoints: []providers.Endpoint{{Address: "192.0.2.1", Zone: "za", Hostname: "from-a", Serving: false}}},
+		{Name: "b", Endpoints: []providers.Endpoint{
+			{Address: "192.0.2.1", Zone: "zb", Hostname: "from-b", Serving: true},
+			{Address: "2001:db8::1", Serving: true, Terminating: true},
+		}},
+		{Name: "c", Endpoints: []providers.Endpoint{{Address: "2001:0DB8::1", Serving: true}}},
+	}
+	eps, dropped := Normalize(results, Policy{AddressTypes: dual, Ports: pgPort})
+	if len(dropped) != 0 {
+		t.Errorf("dropped %+v, want none: a duplicate is not a drop", dropped)
+	}
+	if len(eps) != 2 {
+		t.Fatalf("endpoints %+v, want 2", eps)
+	}
+	if e := eps[0]; e.Address != "192.0.2.1" || e.Serving || e.Zone != "za" || e.Hostname != "from-a" {
+		t.Errorf("first endpoint %+v, want source a's: not serving, zone za, hostname from-a", e)
+	}
+	if e := eps[1]; e.Address != "2001:db8::1" || !e.Serving || !e.Terminating || e.Ready() {
+		t.Errorf("second endpoint %+v, want source b's: serving and terminating", e)
+	}
+}
+
+func TestNormalizeHostname(t *testing.T) {
+	cases := map[string]string{
+		"db-1":                  "db-1",
+		"":                      "",
+		"Bad_Host":              "",
+		"db-1.example.com":      "", // a label, not a name
+		strings.Repeat("a", 64): "",
+		strings.Repeat("a", 63): strings.Repeat("a", 63),
+		"-leading":              "",
+		"0numeric":              "0numeric",
+	}
+	for in, want := range cases {
+		eps, dropped := Normalize(one(providers.Endpoint{Address: "192.0.2.1", Hostname: in, Zone: "z", Serving: true}),
+			Policy{AddressTypes: dual, Ports: pgPort})
+		if len(dropped) != 0 || len(eps) != 1 {
+			t.Errorf("hostname %q: endpoint dropped (%+v); an invalid hostname is cleared, not dropped", in, dropped)
+			continue
+		}
+		if eps[0].Hostname != want {
+			t.Errorf("hostname %q: got %q, want %q", in, eps[0].Hostname, want)
+		}
+		if eps[0].Zone != "z" || !eps[0].Serving {
+			t.Errorf("hostname %q: other fields lost: %+v", in, eps[0])
+		}
+	}
+}
+
+func TestNormalizePorts(t *testing.T) {
+	h2c := "kubernetes.io/h2c"
+	ports := []v1alpha1.ServicePort{
+		{Name: "pg", Port: 5432},
+		{Name: "admin", Port: 80, TargetPort: ptr.To[int32](8080)},
+		{Name: "dns", Port: 53, Protocol: "UDP"},
+		{Name: "grpc", Port: 9000, Protocol: "TCP", AppProtocol: &h2c},
+	}
+	want := func(pg, admin, dns, grpc int32) []discoveryv1.EndpointPort {
+		return []discoveryv1.EndpointPort{
+			{Name: ptr.To("pg"), Port: ptr.To(pg), Protocol: ptr.To(corev1.ProtocolTCP)},
+			{Name: ptr.To("admin"), Port: ptr.To(admin), Protocol: ptr.To(corev1.ProtocolTCP)},
+			{Name: ptr.To("dns"), Port: ptr.To(dns), Protocol: ptr.To(corev1.ProtocolUDP)},
+			{Name: ptr.To("grpc"), Port: ptr.To(grpc), Protocol: ptr.To(corev1.ProtocolTCP), AppProtocol: &h2c},
+		}
+	}
+	cases := []struct {
+		name     string
+		override int32
+		want     []discoveryv1.EndpointPort
+	}{
+		{"targetPort defaults to port", 0, want(5432, 8080, 53, 9000)},
+		{"provider port replaces only unset targetPorts", 3306, want(3306, 8080, 3306, 3306)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			eps, _ := Normalize(one(providers.Endpoint{Address: "192.0.2.1", Port: c.override, Serving: true}),
+				Policy{AddressTypes: dual, Ports: ports})
+			if len(eps) != 1 {
+				t.Fatalf("endpoints %+v", eps)
+			}
+			if !reflect.DeepEqual(eps[0].Ports, c.want) {
+				t.Errorf("ports\n got %+v\nwant %+v", eps[0].Ports, c.want)
+			}
+		})
+	}
+}
+
+func TestNormalizeNoPortsNoEndpoints(t *testing.T) {
+	eps, dropped := Normalize(nil, Policy{AddressTypes: dual})
+	if len(eps) != 0 || len(dropped) != 0 {
+		t.Errorf("Normalize(nil) = %+v, %+v", eps, dropped)
+	}
+	eps, _ = Normalize(one(up("192.0.2.1")), Policy{AddressTypes: dual})
+	if len(eps) != 1 || len(eps[0].Ports) != 0 {
+		t.Errorf("no Service ports: %+v", eps)
+	}
+}
+
+// DNS names compare without regard to case or a trailing dot: a denied
+// name written as the operator might write it still denies.
+func TestNormalizeDeniedNamesIgnoreCaseAndTrailingDot(t *testing.T) {
+	for _, denied := range []string{"metadata.google.internal", "Metadata.Google.Internal", "metadata.google.internal.", "*.Google.Internal", "*.google.internal."} {
+		eps, dropped := Normalize(one(up("metadata.google.internal")), Policy{AddressTypes: all, DeniedNames: []string{denied}})
+		if len(eps) != 0 || len(dropped) != 1 {
+			t.Errorf("--denied-names=%s: metadata.google.internal published (%+v); want it denied", denied, eps)
+		}
+	}
+}
+
+func TestNormalizeEmptyAddressDropped(t *testing.T) {
+	eps, dropped := Normalize(one(up("")), Policy{AddressTypes: all, Ports: pgPort})
+	if len(eps) != 0 || len(dropped) != 1 || dropped[0].Reason == "" {
+		t.Errorf("empty address: published %+v, dropped %+v; want it dropped with a reason", eps, dropped)
+	}
+}
