@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -43,6 +44,36 @@ func ipFamilies(spec []v1alpha1.AddressType, eps []desired.Endpoint) []corev1.IP
 	return fams
 }
 
+// keepPrimary keeps the Service's current primary family first while the
+// spec still publishes it, even when no endpoint of it is resolved just now:
+// the API server cannot change a primary family in place, and recreating the
+// Service would change its cluster IP under every client.
+func keepPrimary(fams, current []corev1.IPFamily, spec []v1alpha1.AddressType) []corev1.IPFamily {
+	if len(current) == 0 || slices.Contains(fams, current[0]) || !slices.Contains(spec, v1alpha1.AddressType(current[0])) {
+		return fams
+	}
+	return append([]corev1.IPFamily{current[0]}, fams...)
+}
+
+// managedMetadataAnnotation lists the label and annotation keys the spec set
+// on the Service, so that a key removed from the spec is removed from the
+// Service too, while keys others set are kept.
+const managedMetadataAnnotation = "backendslice.io/managed-metadata"
+
+// managedMetadata is the value of managedMetadataAnnotation.
+type managedMetadata struct {
+	Labels      []string `json:"labels,omitempty"`
+	Annotations []string `json:"annotations,omitempty"`
+}
+
+// managedKeys reads which keys we set last time.
+func managedKeys(svc *corev1.Service) managedMetadata {
+	var m managedMetadata
+	// A missing or mangled annotation means we know of no keys to remove.
+	_ = json.Unmarshal([]byte(svc.Annotations[managedMetadataAnnotation]), &m)
+	return m
+}
+
 // desiredService is the Service for the backend: selectorless, owned by the
 // ExternalBackend, with the spec's ports, labels and annotations.
 func desiredService(xb *v1alpha1.ExternalBackend, fams []corev1.IPFamily) *corev1.Service {
@@ -60,6 +91,13 @@ func desiredService(xb *v1alpha1.ExternalBackend, fams []corev1.IPFamily) *corev
 			TrafficDistribution: spec.TrafficDistribution,
 		},
 	}
+	owned, _ := json.Marshal(managedMetadata{
+		Labels: slices.Sorted(maps.Keys(spec.Labels)), Annotations: slices.Sorted(maps.Keys(spec.Annotations)),
+	})
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	svc.Annotations[managedMetadataAnnotation] = string(owned)
 	if spec.Type == v1alpha1.ServiceTypeHeadless {
 		svc.Spec.ClusterIP = corev1.ClusterIPNone
 	}
@@ -113,11 +151,18 @@ func intOrPort(p int32) intstr.IntOrString { return intstr.FromInt32(p) }
 // removed, since a selector would let the endpoints controller fight us.
 func mergeService(current, want *corev1.Service) (*corev1.Service, bool) {
 	out := current.DeepCopy()
+	previous := managedKeys(current)
+	for _, k := range previous.Labels {
+		delete(out.Labels, k)
+	}
+	for _, k := range previous.Annotations {
+		delete(out.Annotations, k)
+	}
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
 	}
 	maps.Copy(out.Labels, want.Labels)
-	if len(want.Annotations) > 0 && out.Annotations == nil {
+	if out.Annotations == nil {
 		out.Annotations = map[string]string{}
 	}
 	maps.Copy(out.Annotations, want.Annotations)
@@ -200,9 +245,13 @@ func conflictMessage(svc *corev1.Service) string {
 // ensureService creates or corrects the Service and removes Services this
 // backend made under a previous name.
 func (r *Reconciler) ensureService(ctx context.Context, st *reconcileState) error {
-	want := desiredService(st.xb, ipFamilies(st.xb.Spec.AddressTypes, st.endpoints))
 	current := &corev1.Service{}
-	err := r.Get(ctx, client.ObjectKeyFromObject(want), current)
+	err := r.Get(ctx, client.ObjectKey{Namespace: st.xb.Namespace, Name: st.serviceName}, current)
+	fams := ipFamilies(st.xb.Spec.AddressTypes, st.endpoints)
+	if err == nil {
+		fams = keepPrimary(fams, current.Spec.IPFamilies, st.xb.Spec.AddressTypes)
+	}
+	want := desiredService(st.xb, fams)
 	switch {
 	case apierrors.IsNotFound(err):
 		// Our cache only holds Services that carry our label, so a miss may

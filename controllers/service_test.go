@@ -64,8 +64,9 @@ func TestDesiredService(t *testing.T) {
 	if svc.Labels[BackendLabel] != "db" || svc.Labels["team"] != "payments" || len(svc.Labels) != 2 {
 		t.Errorf("labels %v, want team and %s=db", svc.Labels, BackendLabel)
 	}
-	if !reflect.DeepEqual(svc.Annotations, map[string]string{"note": "external"}) {
-		t.Errorf("annotations %v", svc.Annotations)
+	wantAnn := map[string]string{"note": "external", managedMetadataAnnotation: `{"labels":["team"],"annotations":["note"]}`}
+	if !reflect.DeepEqual(svc.Annotations, wantAnn) {
+		t.Errorf("annotations %v, want %v", svc.Annotations, wantAnn)
 	}
 	if ptr.Deref(svc.Spec.TrafficDistribution, "") != "PreferClose" {
 		t.Errorf("trafficDistribution %v", svc.Spec.TrafficDistribution)
@@ -105,8 +106,8 @@ func TestDesiredServiceNameAndType(t *testing.T) {
 	if len(svc.Labels) != 1 || svc.Labels[BackendLabel] != "db" {
 		t.Errorf("labels %v, want only %s=db (the backend's name, not the Service's)", svc.Labels, BackendLabel)
 	}
-	if len(svc.Annotations) != 0 {
-		t.Errorf("annotations %v, want none", svc.Annotations)
+	if want := map[string]string{managedMetadataAnnotation: "{}"}; !reflect.DeepEqual(svc.Annotations, want) {
+		t.Errorf("annotations %v, want only %v", svc.Annotations, want)
 	}
 }
 
@@ -243,9 +244,33 @@ func TestMergeService(t *testing.T) {
 				if !reflect.DeepEqual(out.Labels, wantLabels) {
 					t.Errorf("labels %v, want %v", out.Labels, wantLabels)
 				}
-				wantAnn := map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}", "note": "external"}
+				wantAnn := map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}", "note": "external",
+					managedMetadataAnnotation: single.Annotations[managedMetadataAnnotation]}
 				if !reflect.DeepEqual(out.Annotations, wantAnn) {
 					t.Errorf("annotations %v, want %v", out.Annotations, wantAnn)
+				}
+			},
+		},
+		{
+			name: "keys removed from the spec removed, foreign keys kept",
+			current: func() *corev1.Service {
+				s := asStored(single)
+				s.Labels["old"], s.Labels["foreign"] = "x", "y"
+				s.Annotations["old-note"], s.Annotations["foreign-note"] = "x", "y"
+				s.Annotations[managedMetadataAnnotation] = `{"labels":["old","team"],"annotations":["note","old-note"]}`
+				return s
+			},
+			want:    single,
+			changed: true,
+			check: func(t *testing.T, _, out *corev1.Service) {
+				if _, ok := out.Labels["old"]; ok {
+					t.Errorf("label old, removed from the spec, kept: %v", out.Labels)
+				}
+				if _, ok := out.Annotations["old-note"]; ok {
+					t.Errorf("annotation old-note, removed from the spec, kept: %v", out.Annotations)
+				}
+				if out.Labels["foreign"] != "y" || out.Annotations["foreign-note"] != "y" {
+					t.Errorf("foreign keys lost: %v %v", out.Labels, out.Annotations)
 				}
 			},
 		},
@@ -465,5 +490,27 @@ func TestConflictMessage(t *testing.T) {
 	owned := desiredService(other, v4Fam)
 	if msg := conflictMessage(owned); !strings.Contains(msg, "owned by ExternalBackend other") || strings.Contains(msg, "selector") {
 		t.Errorf("message %q", msg)
+	}
+}
+
+func TestKeepPrimary(t *testing.T) {
+	v4, v6 := corev1.IPv4Protocol, corev1.IPv6Protocol
+	dual := []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4, v1alpha1.AddressTypeIPv6}
+	for _, tc := range []struct {
+		name          string
+		fams, current []corev1.IPFamily
+		spec          []v1alpha1.AddressType
+		want          []corev1.IPFamily
+	}{
+		{"no Service yet", []corev1.IPFamily{v6}, nil, dual, []corev1.IPFamily{v6}},
+		{"primary still resolved", []corev1.IPFamily{v4, v6}, []corev1.IPFamily{v4}, dual, []corev1.IPFamily{v4, v6}},
+		{"primary empty for now, kept first", []corev1.IPFamily{v6}, []corev1.IPFamily{v4, v6}, dual, []corev1.IPFamily{v4, v6}},
+		{"primary no longer in the spec", []corev1.IPFamily{v6}, []corev1.IPFamily{v4}, []v1alpha1.AddressType{v1alpha1.AddressTypeIPv6}, []corev1.IPFamily{v6}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := keepPrimary(tc.fams, tc.current, tc.spec); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("keepPrimary = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
