@@ -82,7 +82,7 @@ func TestRegistryDispatchesByKind(t *testing.T) {
 	}
 
 	_, err = r.Resolve(context.Background(), providers.Request{Source: v1alpha1.Source{Name: "name", DNS: &v1alpha1.DNSSource{Name: "db.example.com"}}})
-	if err != dnsErr {
+	if !errors.Is(err, dnsErr) {
 		t.Errorf("Resolve of a dns source = %v, want the dns provider's error passed through", err)
 	}
 	if len(dns.got) != 1 {
@@ -176,7 +176,7 @@ func TestErrorHelpers(t *testing.T) {
 		t.Error("Terminal or Transient errors say Gone")
 	}
 	// An untyped error counts as transient; a wrapped typed one keeps its kind.
-	if pe := providers.AsError(base); pe.Terminal || pe.Reason != v1alpha1.ReasonSourceFailed || pe.Err != base {
+	if pe := providers.AsError(base); pe.Terminal || pe.Reason != v1alpha1.ReasonSourceFailed || !errors.Is(pe.Err, base) {
 		t.Errorf("AsError(untyped) = %+v", pe)
 	}
 	wrapped := errors.Join(errors.New("context"), te)
