@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-playground/validator/v10"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,10 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -48,6 +51,7 @@ type Reconciler struct {
 
 	validate *validator.Validate
 	waker    *ChannelWaker
+	known    *lastKnown
 }
 
 // reconcileState is what one reconcile learns and decides, passed along its steps.
@@ -89,6 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.Get(ctx, req.NamespacedName, xb); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(req.Namespace, req.Name)
+			r.known.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -195,10 +200,24 @@ func (r *Reconciler) event(xb *v1alpha1.ExternalBackend, kind, reason, action, n
 	r.Events.Eventf(xb, nil, kind, reason, action, note, args...)
 }
 
+// maxRetryDelay caps the backoff of failing backends, so that one recovers
+// within a minute of its source coming back, however long the outage was.
+const maxRetryDelay = time.Minute
+
+// retryLimiter is controller-runtime's default limiter with its per-item
+// backoff capped at maxRetryDelay instead of about 17 minutes.
+func retryLimiter() workqueue.TypedRateLimiter[ctrl.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[ctrl.Request](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[ctrl.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
+
 // SetupWithManager registers the controller: it watches ExternalBackends,
 // and the Services and EndpointSlices they own, so drift is reverted.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.validate = newValidator()
+	r.known = newLastKnown()
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -214,7 +233,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Service{}, byBackendLabel).
 		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel).
-		Named("externalbackend")
+		Named("externalbackend").
+		WithOptions(controller.Options{RateLimiter: retryLimiter()})
 	if r.waker != nil {
 		b = b.WatchesRawSource(source.Channel(r.waker.events, &handler.EnqueueRequestForObject{}))
 	}

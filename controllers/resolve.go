@@ -17,22 +17,37 @@ import (
 // A failed source does not stop the others; what it published before stays.
 func (r *Reconciler) resolve(ctx context.Context, st *reconcileState) error {
 	xb := st.xb
-	anyFailed := false
+	key := client.ObjectKeyFromObject(xb)
+	previous := r.known.get(key)
+	answers := map[string][]providers.Endpoint{}
+	unknown := false
 	for _, src := range xb.Spec.Sources {
 		rctx, cancel := context.WithTimeout(ctx, r.Config.ResolveTimeout)
 		res, err := r.Providers.Resolve(rctx, providers.Request{
 			Namespace: xb.Namespace, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes,
 		})
 		cancel()
-		st.results = append(st.results, desired.SourceResult{Name: src.Name, Endpoints: res.Endpoints, Err: err})
-		if err != nil {
-			// A backend that is gone drains; any other failure keeps what
-			// was published, since we do not know what changed.
-			anyFailed = anyFailed || !providers.AsError(err).Gone
-			continue
+		result := desired.SourceResult{Name: src.Name, Endpoints: res.Endpoints, Err: err}
+		switch {
+		case err == nil:
+			answers[src.Name] = res.Endpoints
+		case providers.AsError(err).Gone:
+			// The backend is gone: what it published drains.
+		default:
+			// Keep what the source last said; after a restart nothing is
+			// known, so then every vanished endpoint is held instead.
+			last, ok := previous[src.Name]
+			result.Endpoints, result.Held = last, ok
+			answers[src.Name] = last
+			unknown = unknown || !ok
 		}
-		st.requeueAfter = earliest(st.requeueAfter, res.RefreshAfter)
+		if err == nil || providers.AsError(err).Gone {
+			// A gone backend may come back: look again when the provider says.
+			st.requeueAfter = earliest(st.requeueAfter, res.RefreshAfter)
+		}
+		st.results = append(st.results, result)
 	}
+	r.known.set(key, answers)
 	current, dropped := desired.Normalize(st.results, desired.Policy{
 		AddressTypes:   xb.Spec.AddressTypes,
 		DeniedPrefixes: r.Config.DeniedPrefixes,
@@ -49,7 +64,7 @@ func (r *Reconciler) resolve(ctx context.Context, st *reconcileState) error {
 		Draining:     xb.Status.Draining,
 		Now:          r.Clock.Now(),
 		Period:       r.drainPeriod(st),
-		HoldVanished: anyFailed,
+		HoldVanished: unknown,
 	})
 	st.endpoints, st.dropped, st.draining = drained.Endpoints, dropped, drained.Draining
 	st.requeueAfter = earliest(st.requeueAfter, drained.NextExpiry)

@@ -152,7 +152,7 @@ func resolvedCondition(o outcome) (c metav1.Condition, stalled bool, retry error
 	failures := strings.Join(append(terminal, transient...), "; ")
 	switch {
 	case len(terminal) > 0:
-		return cond(v1alpha1.ConditionResolved, false, terminalReason, failures+"; endpoints published before are kept"),
+		return cond(v1alpha1.ConditionResolved, false, terminalReason, failures+"; "+keptOrDrained(o)),
 			len(transient) == 0, retry
 	case len(transient) > 0:
 		return cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonSourceFailed,
@@ -162,6 +162,17 @@ func resolvedCondition(o outcome) (c metav1.Condition, stalled bool, retry error
 			fmt.Sprintf("%d address(es) not published; status.dropped says why", o.dropped)), false, nil
 	}
 	return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonResolved, "every source answered"), false, nil
+}
+
+// keptOrDrained says what happens to the endpoints of terminally failing
+// sources: a gone backend's drain, any other's are kept.
+func keptOrDrained(o outcome) string {
+	for _, e := range o.sourceErrs {
+		if e.Terminal && !e.Gone {
+			return "endpoints published before are kept"
+		}
+	}
+	return "its endpoints drain and leave"
 }
 
 // syncedCondition says how writing the Service and slices went, when to look

@@ -19,8 +19,13 @@ type SourceResult struct {
 	// Name is the source's name in spec.sources.
 	Name      string
 	Endpoints []providers.Endpoint
-	// Err is set when the source failed; its endpoints are then not used.
+	// Err is set when the source failed; its endpoints are then not used,
+	// unless Held.
 	Err error
+	// Held marks Endpoints as the last answer of a source that now fails
+	// transiently: they are published as they were, each with the health
+	// this source gave.
+	Held bool
 }
 
 // Policy says what may be published.
@@ -54,7 +59,7 @@ func Normalize(results []SourceResult, pol Policy) ([]Endpoint, []Dropped) {
 	var out []Endpoint
 	var dropped []Dropped
 	for _, r := range results {
-		if r.Err != nil {
+		if r.Err != nil && !r.Held {
 			continue
 		}
 		for _, pe := range r.Endpoints {

@@ -355,3 +355,17 @@ func TestNormalizeEmptyAddressDropped(t *testing.T) {
 		t.Errorf("empty address: published %+v, dropped %+v; want it dropped with a reason", eps, dropped)
 	}
 }
+
+// TestNormalizeHeldAnswer: a source failing transiently keeps its last
+// answer, first in spec order with its own health, ahead of a later source.
+func TestNormalizeHeldAnswer(t *testing.T) {
+	results := []SourceResult{
+		{Name: "dns", Err: errors.New("SERVFAIL"), Held: true, Endpoints: []providers.Endpoint{{Address: "192.0.2.1", Serving: true}}},
+		{Name: "dr", Endpoints: []providers.Endpoint{{Address: "192.0.2.1"}, {Address: "192.0.2.2", Serving: true}}},
+		{Name: "gone", Err: errors.New("NXDOMAIN"), Endpoints: []providers.Endpoint{{Address: "192.0.2.3", Serving: true}}},
+	}
+	got, _ := Normalize(results, Policy{AddressTypes: []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4}})
+	if len(got) != 2 || got[0].Address != "192.0.2.1" || !got[0].Serving || got[1].Address != "192.0.2.2" {
+		t.Errorf("Normalize = %+v, want 192.0.2.1 serving (held from dns) and 192.0.2.2, nothing from the failed unheld source", got)
+	}
+}
