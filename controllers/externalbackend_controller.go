@@ -33,8 +33,9 @@ import (
 	"github.com/backendslice/backendslice/providers"
 )
 
-// errRequeue asks for another pass at once: a step changed something the
-// next pass must see (for example a Service that had to be recreated).
+// errRequeue asks for another pass soon: a step changed something the next
+// pass must see (a Service that had to be recreated), or found the cache
+// behind the API server.
 var errRequeue = errors.New("requeue")
 
 // Reconciler keeps the Service and EndpointSlices of each ExternalBackend true.

@@ -10,9 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -36,6 +38,9 @@ type ManagerOptions struct {
 	// Waker carries push providers' wake-ups to the controller; nil when no
 	// provider pushes.
 	Waker *ChannelWaker
+	// SkipNameValidation lets several managers run the controller in one
+	// process (tests of two instances); the binary leaves it false.
+	SkipNameValidation bool
 	// MetricsRegistry takes our metrics; nil means controller-runtime's.
 	MetricsRegistry ctrlmetrics.RegistererGatherer
 }
@@ -75,6 +80,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// Leaving at once on shutdown lets the next leader start sooner.
 		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipNameValidation)},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Service{}:            ourObjects,
 			&discoveryv1.EndpointSlice{}: ourObjects,

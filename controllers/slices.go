@@ -40,12 +40,17 @@ func (r *Reconciler) syncSlices(ctx context.Context, st *reconcileState) error {
 			Labels:      sliceLabels(st.xb, st.serviceName),
 			Owner:       ownerRef(st.service, corev1.SchemeGroupVersion.WithKind("Service")),
 		},
-		Desired:              desired.Groups(st.endpoints),
+		Desired:              desired.ZoneHints(desired.Groups(st.endpoints), st.xb.Spec.Service.TrafficDistribution, st.xb.Spec.Service.Annotations),
 		Existing:             st.existing,
 		TakenNames:           sets.KeySet(st.sliceNames),
 		MaxEndpointsPerSlice: int(r.maxPerSlice(st)),
 	})
 	st.slices = int32(len(st.existing) + len(plan.Create) - len(plan.Delete))
+	if len(plan.Create)+len(plan.Update) > 0 {
+		if err := r.checkCacheFresh(ctx, st); err != nil {
+			return err
+		}
+	}
 	for _, s := range plan.Create {
 		if err := r.createSlice(ctx, s); err != nil {
 			return err
@@ -107,6 +112,33 @@ func (r *Reconciler) createSlice(ctx context.Context, s *discoveryv1.EndpointSli
 		return fmt.Errorf("updating EndpointSlice %s the cache had not shown yet: %w", s.Name, err)
 	}
 	r.Metrics.write("EndpointSlice", "update")
+	return nil
+}
+
+// checkCacheFresh reads our slices past the cache before a plan places
+// endpoints: a cache that misses a slice another writer (or our own last
+// pass) made would let the plan put an endpoint that slice holds into a
+// second one. A stale cache means another pass once it has caught up.
+func (r *Reconciler) checkCacheFresh(ctx context.Context, st *reconcileState) error {
+	var live discoveryv1.EndpointSliceList
+	if err := r.APIReader.List(ctx, &live, client.InNamespace(st.xb.Namespace), client.MatchingLabels{
+		discoveryv1.LabelServiceName: st.serviceName,
+		discoveryv1.LabelManagedBy:   ManagedByValue,
+	}); err != nil {
+		return fmt.Errorf("listing EndpointSlices of Service %s: %w", st.serviceName, err)
+	}
+	cached := map[string]string{}
+	for _, s := range st.existing {
+		cached[s.Name] = s.ResourceVersion
+	}
+	if len(live.Items) != len(cached) {
+		return errRequeue
+	}
+	for _, s := range live.Items {
+		if cached[s.Name] != s.ResourceVersion {
+			return errRequeue
+		}
+	}
 	return nil
 }
 

@@ -17,6 +17,10 @@ import (
 // Service that holds the name is not ours, so no watch tells when it goes.
 const conflictRecheck = time.Minute
 
+// requeueSoon is the wait before a pass that found the cache behind the API
+// server looks again: long enough for the watch to deliver what it missed.
+const requeueSoon = 50 * time.Millisecond
+
 // outcome is what a reconcile found, reduced to what conditions depend on.
 type outcome struct {
 	suspended bool
@@ -99,6 +103,11 @@ func summarize(o outcome) verdict {
 		}}
 	}
 
+	if errors.Is(o.syncErr, errRequeue) {
+		// Nothing went wrong: another pass decides, with a fresher cache.
+		return verdict{recheck: requeueSoon}
+	}
+
 	resolved, resolveStalled, resolveRetry := resolvedCondition(o)
 	synced, recheck, syncRetry := syncedCondition(o)
 	ready := cond(v1alpha1.ConditionReady, true, v1alpha1.ReasonReady,
@@ -125,7 +134,7 @@ func summarize(o outcome) verdict {
 	default:
 		v.removeStalled = true
 	}
-	v.final = v.retry == nil && !errors.Is(o.syncErr, errRequeue)
+	v.final = v.retry == nil
 	return v
 }
 
@@ -182,9 +191,6 @@ func syncedCondition(o outcome) (c metav1.Condition, recheck time.Duration, retr
 	switch {
 	case errors.As(o.syncErr, &conflict):
 		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonServiceConflict, conflict.msg), conflictRecheck, nil
-	case errors.Is(o.syncErr, errRequeue):
-		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonProgressing,
-			"the Service was just created or recreated; looking again"), time.Millisecond, nil
 	case o.syncErr != nil:
 		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonWriteFailed, o.syncErr.Error()+"; retrying"), 0, o.syncErr
 	}

@@ -212,15 +212,6 @@ func TestSummarize(t *testing.T) {
 			retry:         true,
 		},
 		{
-			name:          "requeue",
-			o:             func() outcome { o := base; o.syncErr = fmt.Errorf("wrapped: %w", errRequeue); return o }(),
-			synced:        &condWant{F, v1alpha1.ReasonProgressing, nil},
-			ready:         &condWant{F, v1alpha1.ReasonProgressing, nil},
-			removeStalled: true,
-			recheckMin:    time.Nanosecond,
-			recheckMax:    time.Second,
-		},
-		{
 			name:           "suspended keeps the previous Ready status",
 			o:              outcome{suspended: true, wasReady: F, specErr: errors.New("ignored"), syncErr: errors.New("ignored")},
 			ready:          &condWant{F, v1alpha1.ReasonSuspended, []string{"spec.suspend"}},
@@ -509,3 +500,16 @@ func TestSourceStatusesFollowsSpecOrderAndForgetsRemovedSources(t *testing.T) {
 }
 
 func ptrDur(d time.Duration) *time.Duration { return &d }
+
+// TestSummarizeRequeueLeavesConditions: a pass cut short because the cache
+// is behind changes no condition (no status churn, no event) and looks again
+// soon, without counting as a failure.
+func TestSummarizeRequeueLeavesConditions(t *testing.T) {
+	v := summarize(outcome{syncErr: fmt.Errorf("wrapped: %w", errRequeue)})
+	if len(v.conditions) != 0 || v.removeStalled || v.final || v.retry != nil {
+		t.Errorf("verdict %+v, want no conditions, not final, no retry", v)
+	}
+	if v.recheck <= 0 || v.recheck > time.Second {
+		t.Errorf("recheck = %v, want a short wait", v.recheck)
+	}
+}

@@ -1,0 +1,52 @@
+//go:build bench
+
+package churn
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// docs is where the report and the chart go.
+var docs = flag.String("docs", filepath.Join("..", "..", "..", "docs"), "directory for benchmarks.md and churn.png")
+
+// seeds are the seeds every sequence runs with.
+var seeds = []uint64{1, 2, 3, 4, 5}
+
+// TestChurnReport replays the sequences and writes docs/benchmarks.md and
+// docs/churn.png. It reports, and does not fail on, the rows where ours
+// writes more than upstream.
+func TestChurnReport(t *testing.T) {
+	rows, err := Measure(context.Background(), seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(*docs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var chart, md bytes.Buffer
+	if err := WriteChart(&chart, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteMarkdown(&md, rows, seeds, "churn.png"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(*docs, "churn.png"), chart.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(*docs, "benchmarks.md"), md.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		o, u, f := r.Ours(), r.Upstream(), r.Floor()
+		t.Logf("%-30s %-10s ours %7.1f (worst %4d)  upstream %7.1f (worst %4d)  floor %7.1f",
+			r.Sequence, r.Family(), o.Mean.Writes, o.Worst, u.Mean.Writes, u.Worst, f.Mean.Writes)
+	}
+	for _, s := range Worse(rows) {
+		t.Logf("OURS WRITES MORE: %s", s)
+	}
+}
