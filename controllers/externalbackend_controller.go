@@ -95,6 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(req.Namespace, req.Name)
 			r.known.forget(req.NamespacedName)
+			r.Providers.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

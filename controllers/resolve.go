@@ -48,6 +48,11 @@ func (r *Reconciler) resolve(ctx context.Context, st *reconcileState) error {
 		st.results = append(st.results, result)
 	}
 	r.known.set(key, answers)
+	names := make([]string, 0, len(xb.Spec.Sources))
+	for _, src := range xb.Spec.Sources {
+		names = append(names, src.Name)
+	}
+	r.Providers.Forget(key, names...)
 	current, dropped := desired.Normalize(st.results, desired.Policy{
 		AddressTypes:   xb.Spec.AddressTypes,
 		DeniedPrefixes: r.Config.DeniedPrefixes,

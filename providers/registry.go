@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/backendslice/backendslice/api/v1alpha1"
 )
 
@@ -37,4 +39,21 @@ func (r *Registry) Resolve(ctx context.Context, req Request) (Result, error) {
 			req.Source.Name, kind, kind)
 	}
 	return p.Resolve(ctx, req)
+}
+
+// Forgetter is implemented by providers that keep state per backend (shared
+// watches): Forget drops the backend's sources except those named in keep,
+// and all of them when keep is empty.
+type Forgetter interface {
+	Forget(backend types.NamespacedName, keep ...string)
+}
+
+// Forget tells every provider that keeps state per backend which of the
+// backend's sources are still in its spec (none once it is deleted).
+func (r *Registry) Forget(backend types.NamespacedName, keep ...string) {
+	for _, p := range r.byKind {
+		if f, ok := p.(Forgetter); ok {
+			f.Forget(backend, keep...)
+		}
+	}
 }

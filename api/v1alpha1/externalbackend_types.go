@@ -286,8 +286,8 @@ type ConsulSource struct {
 	// +optional
 	NodeMeta map[string]string `json:"nodeMeta,omitempty"`
 
-	// onlyPassing publishes only instances whose checks all pass; warning
-	// instances serve otherwise.
+	// onlyPassing lets only instances whose checks all pass serve; the others
+	// stay published as not ready. Without it, warning instances serve too.
 	// +optional
 	OnlyPassing bool `json:"onlyPassing,omitempty"`
 

@@ -1,0 +1,242 @@
+package consul
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+)
+
+// queryGrace is how long past its wait time (plus Consul's jitter of up to
+// a sixteenth of it) a blocking query may take before it counts as failed:
+// it catches a connection that died without a reset.
+const queryGrace = 15 * time.Second
+
+// watchKey identifies a shared watch: everything that changes what Consul
+// answers. How instances are mapped to endpoints (onlyPassing, zoneMetaKey)
+// is applied per source on the shared answer, so it is not part of the key.
+type watchKey struct {
+	datacenter, service, namespace, partition string
+	// tags and nodeMeta are canonical encodings: sorted, de-duplicated.
+	tags, nodeMeta string
+}
+
+// query is a watch's blocking query, without the index.
+type query struct {
+	service string
+	tags    []string
+	opts    api.QueryOptions
+}
+
+// keyOf returns the watch key of a source and the query that watch runs.
+// The source is not changed: tags are copied before sorting.
+func keyOf(src *v1alpha1.ConsulSource) (watchKey, query) {
+	tags := slices.Compact(slices.Sorted(slices.Values(src.Tags)))
+	q := query{service: src.Service, tags: tags, opts: api.QueryOptions{
+		Datacenter: src.Datacenter,
+		Namespace:  src.Namespace,
+		Partition:  src.Partition,
+		NodeMeta:   maps.Clone(src.NodeMeta),
+	}}
+	return watchKey{
+		datacenter: src.Datacenter,
+		service:    src.Service,
+		namespace:  src.Namespace,
+		partition:  src.Partition,
+		tags:       canonical(tags...),
+		nodeMeta:   canonical(flatten(src.NodeMeta)...),
+	}, q
+}
+
+// canonical encodes strings unambiguously: quoted strings delimit themselves.
+func canonical(ss ...string) string {
+	var b strings.Builder
+	for _, s := range ss {
+		b.WriteString(strconv.Quote(s))
+	}
+	return b.String()
+}
+
+// flatten lists a map's keys and values, by key.
+func flatten(m map[string]string) []string {
+	out := make([]string, 0, 2*len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, k, m[k])
+	}
+	return out
+}
+
+// interest is one source of one ExternalBackend that uses a watch.
+type interest struct {
+	backend types.NamespacedName
+	source  string
+}
+
+// watch is one blocking-query loop shared by every source with its key.
+// Its fields other than key, query, cancel and answered are guarded by the
+// provider's mutex.
+type watch struct {
+	key    watchKey
+	query  query
+	cancel context.CancelFunc
+	// answered is closed when the first answer (or failure) is in.
+	answered chan struct{}
+
+	users map[interest]struct{}
+	// done is true once answered is closed.
+	done bool
+	// instances is the latest answer; it is replaced, never changed.
+	instances []instance
+	// err is the latest failure, nil after a success.
+	err error
+}
+
+// nextIndex applies Consul's rules for the index of the next blocking query
+// (https://developer.hashicorp.com/consul/api-docs/features/blocking): an
+// index that went backwards (a restored snapshot, a new cluster) is reset to
+// 0, so that the next query answers at once with the current state; an index
+// of 0 is a Consul bug that would make every query answer at once, so it
+// becomes 1.
+func nextIndex(prev, got uint64) uint64 {
+	switch {
+	case got < prev:
+		return 0
+	case got == 0:
+		return 1
+	}
+	return got
+}
+
+// retryDelay is the pause after the n-th failure in a row (n >= 1):
+// doubled each time from first up to most, with jitter so that watches
+// that failed together do not retry together.
+func retryDelay(n int, first, most time.Duration) time.Duration {
+	d := first
+	for i := 1; i < n && d < most; i++ {
+		d *= 2
+	}
+	d = min(d, most)
+	return d/2 + rand.N(d/2+1)
+}
+
+// run is a watch's loop: query, publish, repeat, until ctx is done.
+func (p *Provider) run(ctx context.Context, w *watch) {
+	defer p.wg.Done()
+	defer p.abandon(w)
+	limiter := flowcontrol.NewTokenBucketRateLimiter(queryRate, queryBurst)
+	defer limiter.Stop()
+	var index uint64
+	failures := 0
+	for {
+		if limiter.Wait(ctx) != nil {
+			return
+		}
+		ins, got, err := p.query(ctx, w.query, index)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			p.publish(w, nil, err)
+			// Ask for the current state, not for a change, once Consul
+			// answers again: it may have restarted with other indexes.
+			index = 0
+			failures++
+			if !sleep(ctx, retryDelay(failures, p.opts.RetryDelay, p.opts.MaxRetryDelay)) {
+				return
+			}
+			continue
+		}
+		failures = 0
+		index = nextIndex(index, got)
+		p.publish(w, ins, nil)
+	}
+}
+
+// query runs one blocking query and returns the instances and Consul's index.
+func (p *Provider) query(ctx context.Context, q query, index uint64) ([]instance, uint64, error) {
+	opts := q.opts
+	opts.WaitIndex = index
+	opts.WaitTime = p.opts.WaitTime
+	if p.token != nil {
+		token, err := p.token.get()
+		if err != nil {
+			return nil, 0, err
+		}
+		opts.Token = token
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.WaitTime+p.opts.WaitTime/16+queryGrace)
+	defer cancel()
+	entries, meta, err := p.client.Health().ServiceMultipleTags(q.service, q.tags, false, opts.WithContext(ctx))
+	if err != nil {
+		return nil, 0, err
+	}
+	return instancesOf(entries), meta.LastIndex, nil
+}
+
+// publish stores a watch's latest answer or failure and wakes the backends
+// that use it when what they would resolve changed: other instances, or a
+// failure starting or ending (which changes their status).
+func (p *Provider) publish(w *watch, ins []instance, err error) {
+	p.mu.Lock()
+	changed := !w.done || (err == nil) != (w.err == nil) || (err == nil && !reflect.DeepEqual(ins, w.instances))
+	w.err = err
+	if err == nil {
+		w.instances = ins
+	}
+	if !w.done {
+		w.done = true
+		close(w.answered)
+	}
+	var wake []types.NamespacedName
+	if changed {
+		seen := map[types.NamespacedName]bool{}
+		for u := range w.users {
+			if !seen[u.backend] {
+				seen[u.backend] = true
+				wake = append(wake, u.backend)
+			}
+		}
+	}
+	p.mu.Unlock()
+	// Outside the lock: Wake may wait for the controller, which may be
+	// resolving, which takes the lock.
+	for _, b := range wake {
+		p.waker.Wake(b)
+	}
+}
+
+// abandon answers a watch that stopped (its last user left, or Close)
+// before Consul answered it, so that a Resolve waiting for the first answer
+// returns at once rather than at its deadline.
+func (p *Provider) abandon(w *watch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !w.done {
+		w.done = true
+		w.err = errors.New("the watch stopped before Consul answered")
+		close(w.answered)
+	}
+}
+
+// sleep waits for d or until ctx is done, and reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,77 @@
+package consul
+
+import (
+	"testing"
+	"time"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+)
+
+func TestNextIndex(t *testing.T) {
+	cases := []struct {
+		name            string
+		prev, got, want uint64
+	}{
+		{name: "first answer", prev: 0, got: 42, want: 42},
+		{name: "moved on", prev: 42, got: 57, want: 57},
+		{name: "unchanged (timeout)", prev: 42, got: 42, want: 42},
+		{name: "went backwards: reset", prev: 42, got: 7, want: 0},
+		{name: "zero after zero: never block on 0", prev: 0, got: 0, want: 1},
+		{name: "zero after an index: backwards first", prev: 42, got: 0, want: 0},
+		{name: "one stays", prev: 1, got: 1, want: 1},
+	}
+	for _, c := range cases {
+		if got := nextIndex(c.prev, c.got); got != c.want {
+			t.Errorf("%s: nextIndex(%d, %d) = %d, want %d", c.name, c.prev, c.got, got, c.want)
+		}
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	lo, hi := 100*time.Millisecond, 2*time.Second
+	for n := 1; n <= 10; n++ {
+		base := min(lo<<(n-1), hi)
+		for range 50 {
+			d := retryDelay(n, lo, hi)
+			if d < base/2 || d > base {
+				t.Fatalf("retryDelay(%d) = %v, want within [%v, %v]", n, d, base/2, base)
+			}
+		}
+	}
+}
+
+func TestKeyOf(t *testing.T) {
+	src := &v1alpha1.ConsulSource{Service: "web", Tags: []string{"b", "a", "b"}, NodeMeta: map[string]string{"rack": "r1", "dc": "x"}}
+	key, q := keyOf(src)
+	if src.Tags[0] != "b" || len(src.Tags) != 3 {
+		t.Errorf("keyOf changed the source's tags: %v", src.Tags)
+	}
+	if len(q.tags) != 2 || q.tags[0] != "a" || q.tags[1] != "b" {
+		t.Errorf("query tags = %v, want [a b]", q.tags)
+	}
+	same := []*v1alpha1.ConsulSource{
+		{Service: "web", Tags: []string{"a", "b"}, NodeMeta: map[string]string{"dc": "x", "rack": "r1"}},
+		// How instances are mapped is per source, not per watch.
+		{Service: "web", Tags: []string{"b", "a"}, NodeMeta: map[string]string{"dc": "x", "rack": "r1"}, OnlyPassing: true, ZoneMetaKey: "zone"},
+	}
+	for _, s := range same {
+		if k, _ := keyOf(s); k != key {
+			t.Errorf("keyOf(%+v) = %+v, want the same key as %+v", s, k, src)
+		}
+	}
+	other := []*v1alpha1.ConsulSource{
+		{Service: "web", Tags: []string{"a"}, NodeMeta: src.NodeMeta},
+		{Service: "web", Tags: []string{"a,b"}, NodeMeta: src.NodeMeta},
+		{Service: "web", Tags: src.Tags, NodeMeta: map[string]string{"rack": "r1"}},
+		{Service: "web", Tags: src.Tags, NodeMeta: map[string]string{"rack": "r1", "dc": "y"}},
+		{Service: "api", Tags: src.Tags, NodeMeta: src.NodeMeta},
+		{Service: "web", Tags: src.Tags, NodeMeta: src.NodeMeta, Datacenter: "dc2"},
+		{Service: "web", Tags: src.Tags, NodeMeta: src.NodeMeta, Namespace: "ns"},
+		{Service: "web", Tags: src.Tags, NodeMeta: src.NodeMeta, Partition: "p"},
+	}
+	for _, s := range other {
+		if k, _ := keyOf(s); k == key {
+			t.Errorf("keyOf(%+v) is the key of %+v; want another", s, src)
+		}
+	}
+}
