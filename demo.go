@@ -143,7 +143,7 @@ func writeKubeconfig(cp *controlplane.ControlPlane) (string, error) {
 func applySamples(ctx context.Context, c client.Client, dir string) ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no samples (*.yaml) in %s: %v", dir, err)
+		return nil, fmt.Errorf("no samples (*.yaml) in %s: %w", dir, err)
 	}
 	var names []string
 	for _, file := range files {

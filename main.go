@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net/netip"
@@ -18,6 +19,9 @@ import (
 
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/providers"
+	awsprovider "github.com/backendslice/backendslice/providers/aws"
+	consulprovider "github.com/backendslice/backendslice/providers/consul"
+	dnsprovider "github.com/backendslice/backendslice/providers/dns"
 	"github.com/backendslice/backendslice/providers/static"
 )
 
@@ -34,7 +38,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(controllerCommand(), demoCommand())
+	root.AddCommand(controllerCommand(), demoCommand(), renderCommand())
 	return root
 }
 
@@ -43,6 +47,9 @@ type controllerFlags struct {
 	manager     controllers.ManagerOptions
 	deniedCIDRs []string
 	zap         zap.Options
+	dns         dnsprovider.Options
+	consul      consulprovider.Options
+	aws         awsprovider.Options
 }
 
 func (f *controllerFlags) bind(cmd *cobra.Command) {
@@ -56,6 +63,9 @@ func (f *controllerFlags) bind(cmd *cobra.Command) {
 	fs.StringSliceVar(&f.deniedCIDRs, "denied-cidrs", controllers.DefaultDeniedCIDRs(), "networks no endpoint may be in: cloud metadata addresses, and add the cluster's Pod and Service ranges")
 	fs.StringSliceVar(&f.manager.Config.DeniedNames, "denied-names", controllers.DefaultDeniedNames(), "DNS names no FQDN endpoint may have (*.example.com denies every name under it)")
 	fs.DurationVar(&f.manager.Config.ResolveTimeout, "resolve-timeout", 10*time.Second, "longest time one provider call may take")
+	f.dns.BindFlags(fs)
+	f.consul.BindFlags(fs)
+	f.aws.BindFlags(fs)
 	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
 	f.zap.BindFlags(gofs)
 	fs.AddGoFlagSet(gofs)
@@ -77,7 +87,7 @@ func (f *controllerFlags) complete() error {
 		}
 		f.manager.Config.DeniedPrefixes = append(f.manager.Config.DeniedPrefixes, p.Masked())
 	}
-	reg, err := newProviderRegistry()
+	reg, err := newProviderRegistry(f)
 	if err != nil {
 		return err
 	}
@@ -86,9 +96,26 @@ func (f *controllerFlags) complete() error {
 	return nil
 }
 
-// newProviderRegistry builds the providers this binary has.
-func newProviderRegistry() (*providers.Registry, error) {
-	return providers.NewRegistry(static.New())
+// newProviderRegistry builds the providers this binary has, configured by f.
+func newProviderRegistry(f *controllerFlags) (*providers.Registry, error) {
+	dns, err := dnsprovider.New(f.dns)
+	if err != nil {
+		return nil, err
+	}
+	// Consul watches push changes: they wake the controller through the waker.
+	waker := controllers.NewChannelWaker()
+	consul, err := consulprovider.New(f.consul, waker)
+	if err != nil {
+		return nil, err
+	}
+	f.manager.Waker = waker
+	// RDS and EC2 share one session: credentials, clients and the cached
+	// per-region listings every backend reads.
+	aws, err := awsprovider.New(context.Background(), f.aws)
+	if err != nil {
+		return nil, err
+	}
+	return providers.NewRegistry(static.New(), dns, consul, aws.RDS(), aws.EC2())
 }
 
 func controllerCommand() *cobra.Command {

@@ -17,6 +17,9 @@ import (
 // Service that holds the name is not ours, so no watch tells when it goes.
 const conflictRecheck = time.Minute
 
+// terminalRecheck is how often a source that failed terminally is asked again.
+const terminalRecheck = 5 * time.Minute
+
 // requeueSoon is the wait before a pass that found the cache behind the API
 // server looks again: long enough for the watch to deliver what it missed.
 const requeueSoon = 50 * time.Millisecond
@@ -89,7 +92,7 @@ func summarize(o outcome) verdict {
 		if st == "" {
 			st = metav1.ConditionUnknown
 		}
-		return verdict{final: true, conditions: []metav1.Condition{{
+		return verdict{final: true, removeStalled: true, conditions: []metav1.Condition{{
 			Type: v1alpha1.ConditionReady, Status: st, Reason: v1alpha1.ReasonSuspended,
 			Message: "spec.suspend is true: nothing is resolved or written, published endpoints stay as they are",
 		}}}
@@ -131,6 +134,9 @@ func summarize(o outcome) verdict {
 		v.conditions = append(v.conditions, cond(v1alpha1.ConditionStalled, true, synced.Reason, synced.Message))
 	case resolveStalled:
 		v.conditions = append(v.conditions, cond(v1alpha1.ConditionStalled, true, resolved.Reason, resolved.Message))
+		// What a terminal failure depends on can change outside the spec
+		// (an IAM policy, a deleted instance created again): look again, slowly.
+		v.recheck = terminalRecheck
 	default:
 		v.removeStalled = true
 	}

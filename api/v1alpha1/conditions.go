@@ -35,6 +35,11 @@ const (
 	// ReasonBackendNotFound: the backend a source names does not exist (NXDOMAIN,
 	// a deleted instance); what it published drains.
 	ReasonBackendNotFound = "BackendNotFound"
+	// ReasonAccessDenied: the cloud provider refused the controller's
+	// identity, or the source asks for a role the controller may not assume.
+	ReasonAccessDenied = "AccessDenied"
+	// ReasonNoCredentials: the controller found no cloud credentials.
+	ReasonNoCredentials = "NoCredentials"
 	// ReasonAddressesDropped: some addresses were not published; status.dropped says why.
 	ReasonAddressesDropped = "AddressesDropped"
 

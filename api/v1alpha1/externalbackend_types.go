@@ -507,8 +507,10 @@ type ExternalBackend struct {
 	// +required
 	Spec ExternalBackendSpec `json:"spec"`
 
-	// status is written by the controller.
+	// status is written by the controller. It defaults to observedGeneration
+	// 0 so that kstatus reads a new object as InProgress, not Current.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status ExternalBackendStatus `json:"status,omitempty"`
 }
 

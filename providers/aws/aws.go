@@ -1,0 +1,318 @@
+// Package aws resolves awsRDS and awsEC2 sources with aws-sdk-go-v2.
+//
+// Both providers share one Session: its credentials, its SDK clients and,
+// above all, its Describe streams. A stream is one paginated listing of a
+// whole region (DescribeDBInstances, DescribeDBClusters or
+// DescribeInstances) for one identity (the controller's own, or an allowed
+// assumeRoleARN). Every backend reads the stream's cached answer; the
+// stream is listed again only when its answer is older than the refresh
+// interval (less a random jitter of up to a tenth, so that streams do not
+// refresh in lockstep). The number of AWS calls therefore grows with the
+// number of regions, identities and pages, not with the number of backends
+// or reconciles. Each Result asks to be resolved again after the refresh
+// interval, by which time the answer it was built from has expired.
+//
+// Credentials come from the SDK's default chain (IRSA web identity,
+// environment, shared config, instance profile). A source's assumeRoleARN is
+// assumed only when it is listed in --aws-allowed-role-arns, so that a
+// tenant cannot make the controller act as a role of their choosing.
+//
+// Failures keep the last known endpoints (see providers.Error):
+//   - AccessDenied, UnauthorizedOperation and other refusals of the
+//     identity, and missing credentials, are terminal until the
+//     configuration changes;
+//   - throttling and network errors are transient: the SDK's retryer backs
+//     off and retries within a call, and the controller retries after it;
+//   - an instance or cluster that is not in the listing is gone
+//     (BackendNotFound): its endpoints drain.
+package aws
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/rds"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
+)
+
+// Defaults of Options, and of the controller's flags.
+const (
+	// DefaultRefreshInterval is how old a region's listing may grow before
+	// it is listed again.
+	DefaultRefreshInterval = time.Minute
+	// DefaultMaxAttempts is how many times the SDK tries one call when it
+	// is throttled or the network fails.
+	DefaultMaxAttempts = 5
+	// DefaultMaxBackoff caps the SDK's wait between two attempts.
+	DefaultMaxBackoff = 20 * time.Second
+	// DefaultErrorHold is how long a failed listing is answered from memory
+	// before it is tried again, so that a throttled account is not called
+	// by every backend that retries.
+	DefaultErrorHold = 10 * time.Second
+	// DefaultFetchTimeout bounds one listing, all its pages and retries.
+	DefaultFetchTimeout = 2 * time.Minute
+)
+
+// jitter is the largest fraction of the refresh interval taken off a
+// listing's lifetime.
+const jitter = 0.1
+
+// recheck is the fraction of the refresh interval after which a listing
+// that lacks the instance or cluster a source names is taken again before
+// the source is declared gone: the instance may be newer than the listing,
+// and gone is final until the spec changes. Many sources missing at once
+// still cost one listing per recheck period.
+const recheck = 0.1
+
+// fresh is the age limit of a listing for a source whose backend it lacks.
+func (s *Session) fresh() time.Duration {
+	return time.Duration(float64(s.refresh) * recheck)
+}
+
+// Resolver resolves an RDS instance's endpoint name; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Options configure the AWS providers. Zero fields take the defaults above.
+type Options struct {
+	// AllowedRoleARNs are the roles a source's assumeRoleARN may name.
+	AllowedRoleARNs []string
+	// EndpointURL, when set, is the base endpoint of the RDS and EC2 clients
+	// (a VPC endpoint, or a test server).
+	EndpointURL string
+	// RefreshInterval is how old a region's listing may grow before it is
+	// listed again, and when a backend is resolved again.
+	RefreshInterval time.Duration
+	// MaxAttempts and MaxBackoff configure the SDK's retryer.
+	MaxAttempts int
+	MaxBackoff  time.Duration
+	// ErrorHold is how long a failed listing is answered from memory;
+	// refusals (access denied, no credentials) are not held.
+	ErrorHold time.Duration
+	// FetchTimeout bounds one listing.
+	FetchTimeout time.Duration
+
+	// Credentials replaces the default credential chain (tests use static
+	// keys); nil keeps the chain.
+	Credentials awssdk.CredentialsProvider
+	// Resolver resolves RDS endpoint names; nil is net.DefaultResolver.
+	Resolver Resolver
+	// Clock tells listings' age; nil is the real clock.
+	Clock clock.PassiveClock
+}
+
+// BindFlags registers the --aws-* flags of the controller on fs.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&o.AllowedRoleARNs, "aws-allowed-role-arns", nil,
+		"IAM role ARNs that awsRDS and awsEC2 sources may name in assumeRoleARN (default: none, every source uses the controller's own credentials)")
+	fs.StringVar(&o.EndpointURL, "aws-endpoint-url", "",
+		"base URL of the RDS and EC2 APIs, for VPC endpoints (default: the region's public endpoint)")
+	fs.DurationVar(&o.RefreshInterval, "aws-refresh-interval", DefaultRefreshInterval,
+		"how often each region's RDS and EC2 listing is refreshed; all backends share it")
+	fs.IntVar(&o.MaxAttempts, "aws-max-attempts", DefaultMaxAttempts,
+		"attempts of one AWS call when it is throttled or the network fails")
+	fs.DurationVar(&o.MaxBackoff, "aws-max-backoff", DefaultMaxBackoff,
+		"longest wait between two attempts of one AWS call")
+}
+
+// Session holds what the AWS providers share: configuration, SDK clients
+// by identity and region, and the Describe streams.
+type Session struct {
+	base     awssdk.Config
+	allowed  map[string]bool
+	endpoint string
+	refresh  time.Duration
+	hold     time.Duration
+	timeout  time.Duration
+	resolver Resolver
+	clock    clock.PassiveClock
+
+	mu      sync.Mutex
+	clients map[identity]*clients
+	streams map[streamKey]any
+}
+
+// identity is who calls AWS, and where.
+type identity struct {
+	// role is the assumed role ARN, or "" for the controller's own credentials.
+	role, region string
+}
+
+// clients are the SDK clients of one identity.
+type clients struct {
+	rds *rds.Client
+	ec2 *ec2.Client
+}
+
+// New returns a session configured by opts; the error names the flag to fix.
+func New(ctx context.Context, opts Options) (*Session, error) {
+	s := &Session{
+		allowed:  map[string]bool{},
+		endpoint: opts.EndpointURL,
+		refresh:  orDefault(opts.RefreshInterval, DefaultRefreshInterval),
+		hold:     orDefault(opts.ErrorHold, DefaultErrorHold),
+		timeout:  orDefault(opts.FetchTimeout, DefaultFetchTimeout),
+		resolver: opts.Resolver,
+		clock:    opts.Clock,
+		clients:  map[identity]*clients{},
+		streams:  map[streamKey]any{},
+	}
+	attempts := opts.MaxAttempts
+	if attempts == 0 {
+		attempts = DefaultMaxAttempts
+	}
+	backoff := orDefault(opts.MaxBackoff, DefaultMaxBackoff)
+	switch {
+	case s.refresh < 0:
+		return nil, fmt.Errorf("--aws-refresh-interval=%s: must be positive", s.refresh)
+	case attempts < 1:
+		return nil, fmt.Errorf("--aws-max-attempts=%d: must be at least 1", attempts)
+	case backoff < 0:
+		return nil, fmt.Errorf("--aws-max-backoff=%s: must be positive", backoff)
+	}
+	for _, arn := range opts.AllowedRoleARNs {
+		if !strings.HasPrefix(arn, "arn:") || !strings.Contains(arn, ":role/") {
+			return nil, fmt.Errorf("--aws-allowed-role-arns: %q is not an IAM role ARN such as arn:aws:iam::123456789012:role/name", arn)
+		}
+		s.allowed[arn] = true
+	}
+	if s.resolver == nil {
+		s.resolver = net.DefaultResolver
+	}
+	if s.clock == nil {
+		s.clock = clock.RealClock{}
+	}
+	loads := []func(*config.LoadOptions) error{
+		config.WithRetryer(func() awssdk.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = attempts
+				o.MaxBackoff = backoff
+			})
+		}),
+	}
+	if opts.Credentials != nil {
+		loads = append(loads, config.WithCredentialsProvider(opts.Credentials))
+	}
+	var err error
+	if s.base, err = config.LoadDefaultConfig(ctx, loads...); err != nil {
+		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	s.base.Credentials = markFailures{s.base.Credentials}
+	return s, nil
+}
+
+// credentialsError is a failure to get credentials. The SDK reports it as
+// an untyped "get identity" error, so the session marks it on the way.
+type credentialsError struct{ err error }
+
+func (e *credentialsError) Error() string { return e.err.Error() }
+func (e *credentialsError) Unwrap() error { return e.err }
+
+// markFailures wraps a credentials provider so that its failures are
+// *credentialsError values.
+type markFailures struct{ p awssdk.CredentialsProvider }
+
+// Retrieve returns the wrapped provider's credentials, or its failure as a
+// *credentialsError.
+func (m markFailures) Retrieve(ctx context.Context) (awssdk.Credentials, error) {
+	c, err := m.p.Retrieve(ctx)
+	if err != nil {
+		return c, &credentialsError{err}
+	}
+	return c, nil
+}
+
+// orDefault is v, or def when v is zero.
+func orDefault(v, def time.Duration) time.Duration {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// RDS returns the awsRDS provider of the session.
+func (s *Session) RDS() *RDSProvider { return &RDSProvider{s: s} }
+
+// EC2 returns the awsEC2 provider of the session.
+func (s *Session) EC2() *EC2Provider { return &EC2Provider{s: s} }
+
+// identityOf checks a source's assumeRoleARN against the allow-list and
+// returns who calls AWS for it. field is the source's path in the spec.
+func (s *Session) identityOf(field, role, region string) (identity, error) {
+	if role != "" && !s.allowed[role] {
+		return identity{}, providers.Terminalf(v1alpha1.ReasonAccessDenied,
+			"%s.assumeRoleARN: %s is not in the controller's --aws-allowed-role-arns; remove assumeRoleARN to use the controller's own credentials, or ask the controller's operators to allow the role",
+			field, role)
+	}
+	return identity{role: role, region: region}, nil
+}
+
+// clientsOf returns the SDK clients of id, made on first use.
+func (s *Session) clientsOf(id identity) *clients {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.clients[id]; ok {
+		return c
+	}
+	cfg := s.base.Copy()
+	cfg.Region = id.region
+	if id.role != "" {
+		cfg.Credentials = markFailures{awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), id.role))}
+	}
+	c := &clients{
+		rds: rds.NewFromConfig(cfg, func(o *rds.Options) {
+			if s.endpoint != "" {
+				o.BaseEndpoint = awssdk.String(s.endpoint)
+			}
+		}),
+		ec2: ec2.NewFromConfig(cfg, func(o *ec2.Options) {
+			if s.endpoint != "" {
+				o.BaseEndpoint = awssdk.String(s.endpoint)
+			}
+		}),
+	}
+	s.clients[id] = c
+	return c
+}
+
+// wants tells whether the spec publishes address type t.
+func wants(types []v1alpha1.AddressType, t v1alpha1.AddressType) bool {
+	return slices.Contains(types, t)
+}
+
+// hostname is name when it is a DNS-1123 label (RDS identifiers and EC2
+// instance IDs are), so that headless Services publish it; else "".
+func hostname(name string) string {
+	if len(validation.IsDNS1123Label(name)) == 0 {
+		return name
+	}
+	return ""
+}
+
+// hasTags tells whether have carries every tag of want.
+func hasTags(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,95 @@
+package aws_test
+
+import (
+	"testing"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/providers/providertest"
+	"github.com/backendslice/backendslice/test/awsfake"
+)
+
+// refused is a failure of a source that names a role the controller may
+// not assume.
+var refused = providertest.Failure{Terminal: true, Reason: v1alpha1.ReasonAccessDenied, MessageContains: []string{"--aws-allowed-role-arns"}}
+
+// notOurs is a failure of a source of another kind.
+var notOurs = providertest.Failure{Terminal: true, Reason: v1alpha1.ReasonInvalidSpec}
+
+// other is a static source, which neither AWS provider resolves.
+var other = v1alpha1.Source{Name: "other", Static: &v1alpha1.StaticSource{Endpoints: []v1alpha1.StaticEndpoint{{Address: "192.0.2.1"}}}}
+
+func TestRDSConformance(t *testing.T) {
+	e := newEnv(t, nil)
+	aurora(e)
+	ep := func(addr string) providers.Endpoint {
+		return providers.Endpoint{Address: addr, Zone: "eu-west-1a", Hostname: "aurora-" + addr[len(addr)-1:], Serving: true, Port: 5432}
+	}
+	providertest.Run(t, providertest.Harness{
+		Provider: e.s.RDS(),
+		Good: func(*testing.T) []providertest.Case {
+			return []providertest.Case{
+				{Name: "instance", Request: providertest.NewRequest(rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "aurora-1"})),
+					Want: []providers.Endpoint{ep("192.0.2.21")}},
+				{Name: "readers", Request: providertest.NewRequest(rdsSource(v1alpha1.AWSRDSSource{DBClusterIdentifier: "aurora", Role: v1alpha1.AWSRDSRoleReaders})),
+					Want: []providers.Endpoint{ep("192.0.2.22"), ep("192.0.2.23")}},
+				{Name: "no tag matches", Request: providertest.NewRequest(rdsSource(v1alpha1.AWSRDSSource{Tags: map[string]string{"app": "none"}}))},
+			}
+		},
+		Missing: func(*testing.T) providertest.MissingCase {
+			return providertest.MissingCase{
+				Request: providertest.NewRequest(rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "nope"})),
+				Fail:    &providertest.Failure{Terminal: true, Gone: true, Reason: v1alpha1.ReasonBackendNotFound, MessageContains: []string{"dbInstanceIdentifier"}},
+			}
+		},
+		Broken: func(*testing.T) []providertest.FailCase {
+			return []providertest.FailCase{
+				{Name: "static source", Request: providertest.NewRequest(other), Failure: notOurs},
+				{Name: "role not allowed", Request: providertest.NewRequest(rdsSource(v1alpha1.AWSRDSSource{
+					DBInstanceIdentifier: "aurora-1", AssumeRoleARN: "arn:aws:iam::123456789012:role/x"})), Failure: refused},
+			}
+		},
+	})
+}
+
+func TestEC2Conformance(t *testing.T) {
+	e := newEnv(t, nil)
+	e.fake.PutEC2Instance(vm("i-0a", "10"))
+	e.fake.PutEC2Instance(vm("i-0b", "11"))
+	stopped := vm("i-0c", "12")
+	stopped.State = "stopped"
+	e.fake.PutEC2Instance(stopped)
+	ep := func(id, addr string) providers.Endpoint {
+		return providers.Endpoint{Address: addr, Zone: "eu-west-1b", Hostname: id, Serving: true}
+	}
+	providertest.Run(t, providertest.Harness{
+		Provider: e.s.EC2(),
+		Good: func(*testing.T) []providertest.Case {
+			return []providertest.Case{
+				{Name: "by ID", Request: providertest.NewRequest(ec2Source(v1alpha1.AWSEC2Source{InstanceIDs: []string{"i-0a"}}), v1alpha1.AddressTypeIPv4),
+					Want: []providers.Endpoint{ep("i-0a", "198.51.100.10")}},
+				{Name: "by tag", Request: providertest.NewRequest(ec2Source(v1alpha1.AWSEC2Source{Tags: map[string]string{"app": "web"}})),
+					Want: []providers.Endpoint{
+						ep("i-0a", "198.51.100.10"), ep("i-0a", "2001:db8:1::10"),
+						ep("i-0b", "198.51.100.11"), ep("i-0b", "2001:db8:1::11"),
+					}},
+			}
+		},
+		Missing: func(*testing.T) providertest.MissingCase {
+			return providertest.MissingCase{
+				Request: providertest.NewRequest(ec2Source(v1alpha1.AWSEC2Source{InstanceIDs: []string{"i-nope"}})),
+				Fail:    &providertest.Failure{Terminal: true, Gone: true, Reason: v1alpha1.ReasonBackendNotFound, MessageContains: []string{"instanceIDs"}},
+			}
+		},
+		Broken: func(*testing.T) []providertest.FailCase {
+			return []providertest.FailCase{
+				{Name: "static source", Request: providertest.NewRequest(other), Failure: notOurs},
+				{Name: "role not allowed", Request: providertest.NewRequest(ec2Source(v1alpha1.AWSEC2Source{
+					InstanceIDs: []string{"i-0a"}, AssumeRoleARN: "arn:aws:iam::123456789012:role/x"})), Failure: refused},
+			}
+		},
+	})
+	if got := e.fake.Calls(awsfake.DescribeInstances); got != 1 {
+		t.Errorf("the whole suite made %d DescribeInstances calls, want 1: every resolve reads the shared listing", got)
+	}
+}

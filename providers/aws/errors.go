@@ -1,0 +1,71 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+
+	"github.com/aws/smithy-go"
+
+	"github.com/backendslice/backendslice/providers"
+)
+
+// deniedCodes are AWS error codes saying the identity may not make the
+// call: retrying does not help until the IAM policy or the configuration
+// changes.
+var deniedCodes = map[string]bool{
+	"AccessDenied":                true,
+	"AccessDeniedException":       true,
+	"UnauthorizedOperation":       true,
+	"AuthFailure":                 true,
+	"InvalidClientTokenId":        true,
+	"UnrecognizedClientException": true,
+	"SignatureDoesNotMatch":       true,
+	"OptInRequired":               true,
+}
+
+// classify turns a listing's failure into the providers.Error of one
+// source: field is the source's path in the spec, action the AWS call.
+func classify(err error, field, action, region string) error {
+	var pe *providers.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return providers.Transient(fmt.Errorf("%s: %s in %s did not finish: %w", field, action, region, err))
+	}
+	switch refusal(err) {
+	case v1alpha1.ReasonAccessDenied:
+		var api smithy.APIError
+		errors.As(err, &api)
+		return providers.Terminal(v1alpha1.ReasonAccessDenied, fmt.Errorf(
+			"%s: AWS refused %s in %s (%s: %s); grant the controller's role (or the source's assumeRoleARN) permission to call it",
+			field, action, region, api.ErrorCode(), api.ErrorMessage()))
+	case v1alpha1.ReasonNoCredentials:
+		return providers.Terminal(v1alpha1.ReasonNoCredentials, fmt.Errorf(
+			"%s: no AWS credentials to call %s in %s: %w; give the controller credentials (IRSA, AWS_* environment, instance profile)",
+			field, action, region, err))
+	}
+	// Throttling that outlasted the SDK's retries, network errors, 5xx.
+	return providers.Transient(fmt.Errorf("%s: %s in %s failed: %w", field, action, region, err))
+}
+
+// refusal is v1alpha1.ReasonAccessDenied when AWS refused the identity,
+// v1alpha1.ReasonNoCredentials when there were no credentials to call with, and ""
+// for any other failure.
+func refusal(err error) string {
+	var api smithy.APIError
+	isAPI := errors.As(err, &api)
+	if isAPI && deniedCodes[api.ErrorCode()] {
+		return v1alpha1.ReasonAccessDenied
+	}
+	// A credentials failure without an AWS answer in it (an STS throttle
+	// would be one) means there are none to use.
+	var creds *credentialsError
+	if errors.As(err, &creds) && !isAPI {
+		return v1alpha1.ReasonNoCredentials
+	}
+	return ""
+}

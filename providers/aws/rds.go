@@ -1,0 +1,271 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/rds"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
+)
+
+// RDSProvider resolves awsRDS sources.
+//
+// Each instance is published at its own endpoint (never the cluster's DNS
+// name, which lags a failover by the DNS TTL), with the instance's port and
+// its availability zone. The endpoint name is resolved to the IPv4 and IPv6
+// addresses the spec publishes (a dual-stack instance gives both), and is
+// published itself when spec.addressTypes lists FQDN.
+//
+// Instance status to endpoint condition:
+//
+//	status                                          published as
+//	available, backing-up, modifying,               serving (ready)
+//	configuring-enhanced-monitoring,
+//	configuring-iam-database-auth,
+//	configuring-log-exports, converting-to-vpc,
+//	resetting-master-credentials,
+//	storage-optimization, storage-config-upgrade
+//	deleting                                        draining (serving, terminating)
+//	creating, rebooting, starting, stopping,        not serving
+//	stopped, failed, storage-full, incompatible-*,
+//	inaccessible-encryption-credentials*,
+//	maintenance, upgrading, renaming, moving-to-vpc,
+//	restore-error, insufficient-capacity, and any
+//	status not listed here
+//
+// An instance without an endpoint yet (being created) is left out. Aurora
+// roles come from the cluster's members: writer is the member with
+// IsClusterWriter, readers the others, any all of them.
+type RDSProvider struct{ s *Session }
+
+// Kind is providers.KindAWSRDS.
+func (*RDSProvider) Kind() providers.Kind { return providers.KindAWSRDS }
+
+// servingStatuses are the statuses in which an instance takes connections.
+var servingStatuses = map[string]bool{
+	"available":                       true,
+	"backing-up":                      true,
+	"modifying":                       true,
+	"configuring-enhanced-monitoring": true,
+	"configuring-iam-database-auth":   true,
+	"configuring-log-exports":         true,
+	"converting-to-vpc":               true,
+	"resetting-master-credentials":    true,
+	"storage-optimization":            true,
+	"storage-config-upgrade":          true,
+}
+
+// dbInstance is what the provider keeps of a DB instance.
+type dbInstance struct {
+	id, status, address, zone string
+	port                      int32
+	tags                      map[string]string
+}
+
+// dbMember is one member of an Aurora cluster.
+type dbMember struct {
+	instance string
+	writer   bool
+}
+
+// Resolve returns the endpoints of the instances the source selects.
+func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
+	src := req.Source.AWSRDS
+	field := fmt.Sprintf("spec.sources[%s].awsRDS", req.Source.Name)
+	if src == nil {
+		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not an awsRDS source", req.Source.Name)
+	}
+	id, err := p.s.identityOf(field, src.AssumeRoleARN, src.Region)
+	if err != nil {
+		return providers.Result{}, err
+	}
+	instances, err := p.instances(ctx, id, 0)
+	if err != nil {
+		return providers.Result{}, classify(err, field, "rds:DescribeDBInstances", src.Region)
+	}
+	var selected []dbInstance
+	switch {
+	case src.DBInstanceIdentifier != "":
+		// AWS stores identifiers in lower case and matches them so.
+		name := strings.ToLower(src.DBInstanceIdentifier)
+		instances, err := relistIfMissing(ctx, p.s, instances, hasKey[dbInstance](name), p.listerOfInstances(id))
+		if err != nil {
+			return providers.Result{}, classify(err, field, "rds:DescribeDBInstances", src.Region)
+		}
+		i, ok := instances[name]
+		if !ok {
+			return providers.Result{}, providers.Gone(v1alpha1.ReasonBackendNotFound, fmt.Errorf(
+				"%s.dbInstanceIdentifier: DB instance %q not found in %s", field, src.DBInstanceIdentifier, src.Region))
+		}
+		selected = []dbInstance{i}
+	case src.DBClusterIdentifier != "":
+		name := strings.ToLower(src.DBClusterIdentifier)
+		clusters, err := p.clusters(ctx, id, 0)
+		if err == nil {
+			clusters, err = relistIfMissing(ctx, p.s, clusters, hasKey[[]dbMember](name), p.listerOfClusters(id))
+		}
+		if err != nil {
+			return providers.Result{}, classify(err, field, "rds:DescribeDBClusters", src.Region)
+		}
+		members, ok := clusters[name]
+		if !ok {
+			return providers.Result{}, providers.Gone(v1alpha1.ReasonBackendNotFound, fmt.Errorf(
+				"%s.dbClusterIdentifier: DB cluster %q not found in %s", field, src.DBClusterIdentifier, src.Region))
+		}
+		for _, m := range members {
+			// A member missing from the instance listing was added or
+			// removed between the two listings: the next refresh has it.
+			i, ok := instances[m.instance]
+			if ok && roleMatches(src.Role, m.writer) {
+				selected = append(selected, i)
+			}
+		}
+	default:
+		for _, i := range instances {
+			if hasTags(i.tags, src.Tags) {
+				selected = append(selected, i)
+			}
+		}
+	}
+	eps := []providers.Endpoint{}
+	for _, i := range selected {
+		more, err := p.endpoints(ctx, field, i, req.AddressTypes)
+		if err != nil {
+			return providers.Result{}, err
+		}
+		eps = append(eps, more...)
+	}
+	return providers.Result{Endpoints: eps, RefreshAfter: p.s.refresh}, nil
+}
+
+// roleMatches tells whether a member with IsClusterWriter = writer has role.
+func roleMatches(role v1alpha1.AWSRDSRole, writer bool) bool {
+	switch role {
+	case v1alpha1.AWSRDSRoleWriter:
+		return writer
+	case v1alpha1.AWSRDSRoleReaders:
+		return !writer
+	}
+	return true
+}
+
+// endpoints publishes one instance: its name when FQDN is asked for, and
+// the addresses of the IP families asked for.
+func (p *RDSProvider) endpoints(ctx context.Context, field string, i dbInstance, types []v1alpha1.AddressType) ([]providers.Endpoint, error) {
+	if i.address == "" {
+		return nil, nil
+	}
+	base := providers.Endpoint{Zone: i.zone, Hostname: hostname(i.id), Port: i.port}
+	switch {
+	case servingStatuses[i.status]:
+		base.Serving = true
+	case i.status == "deleting":
+		base.Serving, base.Terminating = true, true
+	}
+	var out []providers.Endpoint
+	if wants(types, v1alpha1.AddressTypeFQDN) {
+		ep := base
+		ep.Address = i.address
+		out = append(out, ep)
+	}
+	v4, v6 := wants(types, v1alpha1.AddressTypeIPv4), wants(types, v1alpha1.AddressTypeIPv6)
+	if !v4 && !v6 {
+		return out, nil
+	}
+	addrs, err := p.s.resolver.LookupNetIP(ctx, "ip", i.address)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, providers.Transient(fmt.Errorf("%s: resolving %s: %w", field, i.address, ctx.Err()))
+		}
+		return nil, providers.Transient(fmt.Errorf("%s: resolving the endpoint %s of DB instance %s: %w", field, i.address, i.id, err))
+	}
+	for _, a := range addrs {
+		a = a.Unmap()
+		if (a.Is4() && v4) || (a.Is6() && v6) {
+			ep := base
+			ep.Address = a.String()
+			out = append(out, ep)
+		}
+	}
+	return out, nil
+}
+
+// listerOfInstances lists the DB instances of id's region.
+func (p *RDSProvider) listerOfInstances(id identity) func(context.Context, time.Duration) (map[string]dbInstance, error) {
+	return func(ctx context.Context, maxAge time.Duration) (map[string]dbInstance, error) {
+		return p.instances(ctx, id, maxAge)
+	}
+}
+
+// instances is the listing of every DB instance of id's region, by
+// identifier, no older than maxAge when it is not zero.
+func (p *RDSProvider) instances(ctx context.Context, id identity, maxAge time.Duration) (map[string]dbInstance, error) {
+	st := streamOf(p.s, streamKey{id, "DescribeDBInstances"}, func(ctx context.Context) (map[string]dbInstance, error) {
+		out := map[string]dbInstance{}
+		pages := rds.NewDescribeDBInstancesPaginator(p.s.clientsOf(id).rds, &rds.DescribeDBInstancesInput{MaxRecords: awssdk.Int32(100)})
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for _, d := range page.DBInstances {
+				i := dbInstance{
+					id:     strings.ToLower(awssdk.ToString(d.DBInstanceIdentifier)),
+					status: awssdk.ToString(d.DBInstanceStatus),
+					zone:   awssdk.ToString(d.AvailabilityZone),
+					tags:   map[string]string{},
+				}
+				if d.Endpoint != nil {
+					i.address, i.port = awssdk.ToString(d.Endpoint.Address), awssdk.ToInt32(d.Endpoint.Port)
+				}
+				for _, t := range d.TagList {
+					i.tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
+				}
+				out[i.id] = i
+			}
+		}
+		return out, nil
+	})
+	return st.get(ctx, maxAge)
+}
+
+// listerOfClusters lists the DB clusters of id's region.
+func (p *RDSProvider) listerOfClusters(id identity) func(context.Context, time.Duration) (map[string][]dbMember, error) {
+	return func(ctx context.Context, maxAge time.Duration) (map[string][]dbMember, error) {
+		return p.clusters(ctx, id, maxAge)
+	}
+}
+
+// clusters is the listing of every DB cluster of id's region: the members
+// by cluster identifier, no older than maxAge when it is not zero.
+func (p *RDSProvider) clusters(ctx context.Context, id identity, maxAge time.Duration) (map[string][]dbMember, error) {
+	st := streamOf(p.s, streamKey{id, "DescribeDBClusters"}, func(ctx context.Context) (map[string][]dbMember, error) {
+		out := map[string][]dbMember{}
+		pages := rds.NewDescribeDBClustersPaginator(p.s.clientsOf(id).rds, &rds.DescribeDBClustersInput{MaxRecords: awssdk.Int32(100)})
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range page.DBClusters {
+				members := []dbMember{}
+				for _, m := range c.DBClusterMembers {
+					members = append(members, dbMember{
+						instance: strings.ToLower(awssdk.ToString(m.DBInstanceIdentifier)),
+						writer:   awssdk.ToBool(m.IsClusterWriter),
+					})
+				}
+				out[strings.ToLower(awssdk.ToString(c.DBClusterIdentifier))] = members
+			}
+		}
+		return out, nil
+	})
+	return st.get(ctx, maxAge)
+}
+
+var _ providers.Provider = (*RDSProvider)(nil)

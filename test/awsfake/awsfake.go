@@ -1,0 +1,407 @@
+// Package awsfake is an HTTP server that speaks the AWS Query protocol for
+// exactly the calls backendslice makes: RDS DescribeDBInstances and
+// DescribeDBClusters (API version 2014-10-31) and EC2 DescribeInstances
+// (2016-11-15). No AWS emulator runs here, so the real aws-sdk-go-v2 clients
+// are pointed at this server through BaseEndpoint and talk to it on the wire:
+// form-encoded POST bodies in, XML documents and XML error bodies out, as the
+// AWS API reference shapes them.
+//
+// Tests change its state (instances, clusters and their members, statuses,
+// addresses, tags), make the next calls of an action fail with an AWS error
+// code (throttling, access denied), cap page sizes to force pagination, and
+// count the calls of each action. Requests that are not SigV4 signed for the
+// right service are refused, as AWS refuses them.
+package awsfake
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Actions the server answers.
+const (
+	DescribeDBInstances = "DescribeDBInstances"
+	DescribeDBClusters  = "DescribeDBClusters"
+	DescribeInstances   = "DescribeInstances"
+)
+
+// API versions the SDK sends in the Version field.
+const (
+	rdsVersion = "2014-10-31"
+	ec2Version = "2016-11-15"
+)
+
+// DBInstance is an RDS DB instance as DescribeDBInstances reports it.
+type DBInstance struct {
+	// Identifier is the DBInstanceIdentifier.
+	Identifier string
+	// Status is the DBInstanceStatus (available, rebooting, deleting, ...).
+	Status string
+	// Address and Port are the instance's own endpoint; an empty Address
+	// leaves the Endpoint element out, as for an instance being created.
+	Address string
+	Port    int32
+	// IPs are what Address resolves to (both families for a dual-stack
+	// instance); LookupNetIP answers with them.
+	IPs []string
+	// Zone is the AvailabilityZone.
+	Zone string
+	// Cluster is the DBClusterIdentifier of an Aurora member.
+	Cluster string
+	// NetworkType is IPV4 or DUAL.
+	NetworkType string
+	// Tags are the instance's tags (TagList).
+	Tags map[string]string
+}
+
+// DBCluster is an Aurora DB cluster as DescribeDBClusters reports it.
+type DBCluster struct {
+	// Identifier is the DBClusterIdentifier.
+	Identifier string
+	// Status is the cluster's Status.
+	Status string
+	// Members are the DBClusterMembers.
+	Members []ClusterMember
+}
+
+// ClusterMember is one instance of a cluster.
+type ClusterMember struct {
+	// Instance is the member's DBInstanceIdentifier.
+	Instance string
+	// Writer is IsClusterWriter.
+	Writer bool
+}
+
+// EC2Instance is an EC2 instance as DescribeInstances reports it.
+type EC2Instance struct {
+	// ID is the instance ID.
+	ID string
+	// State is the instance state name (pending, running, stopping, ...).
+	State string
+	// PrivateIP, PublicIP and IPv6 are the instance's addresses; empty ones
+	// are left out of the answer.
+	PrivateIP, PublicIP, IPv6 string
+	// Zone is the placement's availability zone.
+	Zone string
+	// Tags are the instance's tags (tagSet).
+	Tags map[string]string
+}
+
+// Server is a running fake. Its methods are safe for concurrent use.
+type Server struct {
+	// URL is the base endpoint to give the SDK clients.
+	URL string
+
+	srv *httptest.Server
+
+	mu         sync.Mutex
+	instances  map[string]DBInstance
+	clusters   map[string]DBCluster
+	ec2        map[string]EC2Instance
+	faults     map[string][]string
+	calls      map[string]int
+	pageLimit  int
+	credential map[string]int
+}
+
+// New starts a fake on 127.0.0.1. Close stops it.
+func New() *Server {
+	s := &Server{
+		instances:  map[string]DBInstance{},
+		clusters:   map[string]DBCluster{},
+		ec2:        map[string]EC2Instance{},
+		faults:     map[string][]string{},
+		calls:      map[string]int{},
+		credential: map[string]int{},
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.srv.URL
+	return s
+}
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
+
+// PutDBInstance adds or replaces a DB instance.
+func (s *Server) PutDBInstance(i DBInstance) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.instances[i.Identifier] = cloneDBInstance(i)
+}
+
+// UpdateDBInstance changes the DB instance id in place; it panics when there
+// is none, which is a mistake in the test.
+func (s *Server) UpdateDBInstance(id string, change func(*DBInstance)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.instances[id]
+	if !ok {
+		panic("awsfake: no DB instance " + id)
+	}
+	change(&i)
+	s.instances[id] = cloneDBInstance(i)
+}
+
+// DeleteDBInstance removes a DB instance, as AWS does once it is deleted,
+// and takes it out of its cluster's members.
+func (s *Server) DeleteDBInstance(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.instances, id)
+	for cid, c := range s.clusters {
+		c.Members = slices.DeleteFunc(c.Members, func(m ClusterMember) bool { return m.Instance == id })
+		s.clusters[cid] = c
+	}
+}
+
+// PutDBCluster adds or replaces a cluster.
+func (s *Server) PutDBCluster(c DBCluster) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.Members = slices.Clone(c.Members)
+	s.clusters[c.Identifier] = c
+}
+
+// DeleteDBCluster removes a cluster.
+func (s *Server) DeleteDBCluster(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.clusters, id)
+}
+
+// Failover makes writer the writer of cluster id and every other member a
+// reader, as an Aurora failover does.
+func (s *Server) Failover(id, writer string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clusters[id]
+	if !ok {
+		panic("awsfake: no DB cluster " + id)
+	}
+	c.Members = slices.Clone(c.Members)
+	for i := range c.Members {
+		c.Members[i].Writer = c.Members[i].Instance == writer
+	}
+	s.clusters[id] = c
+}
+
+// PutEC2Instance adds or replaces an EC2 instance.
+func (s *Server) PutEC2Instance(i EC2Instance) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i.Tags = maps.Clone(i.Tags)
+	s.ec2[i.ID] = i
+}
+
+// SetEC2State changes the state of EC2 instance id.
+func (s *Server) SetEC2State(id, state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.ec2[id]
+	if !ok {
+		panic("awsfake: no EC2 instance " + id)
+	}
+	i.State = state
+	s.ec2[id] = i
+}
+
+// DeleteEC2Instance removes an EC2 instance, as AWS does about an hour
+// after it terminated.
+func (s *Server) DeleteEC2Instance(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.ec2, id)
+}
+
+// Fail makes the next n calls of action fail with the AWS error code (for
+// example Throttling, RequestLimitExceeded, AccessDenied,
+// UnauthorizedOperation); n < 0 makes every call fail until ClearFaults.
+func (s *Server) Fail(action, code string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n < 0 {
+		s.faults[action] = []string{"*" + code}
+		return
+	}
+	for range n {
+		s.faults[action] = append(s.faults[action], code)
+	}
+}
+
+// ClearFaults makes every action answer normally again.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.faults)
+}
+
+// SetPageLimit caps every page at n items whatever MaxRecords or
+// MaxResults asked for, so that pagination shows with few instances; zero
+// removes the cap.
+func (s *Server) SetPageLimit(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pageLimit = n
+}
+
+// Calls is how many requests of action the server received, failed ones
+// included.
+func (s *Server) Calls(action string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[action]
+}
+
+// TotalCalls is how many requests the server received for all actions.
+func (s *Server) TotalCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		n += c
+	}
+	return n
+}
+
+// ResetCalls sets every call counter to zero.
+func (s *Server) ResetCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.calls)
+}
+
+// Scopes counts requests by the credential scope they were signed with
+// ("<region>/<service>"), so that tests can check the region asked.
+func (s *Server) Scopes() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.credential)
+}
+
+// credentialScope matches the Credential of a SigV4 Authorization header:
+// access key / date / region / service / aws4_request.
+var credentialScope = regexp.MustCompile(`^AWS4-HMAC-SHA256 Credential=[^/,\s]+/\d{8}/([a-z0-9-]+)/([a-z0-9]+)/aws4_request, SignedHeaders=[^,]+, Signature=[0-9a-f]{64}$`)
+
+// serviceOf is the signing service and API version of each action.
+var serviceOf = map[string]struct{ service, version string }{
+	DescribeDBInstances: {"rds", rdsVersion},
+	DescribeDBClusters:  {"rds", rdsVersion},
+	DescribeInstances:   {"ec2", ec2Version},
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil || r.Method != http.MethodPost {
+		writeError(w, "rds", "MalformedQueryString", "requests are form-encoded POSTs")
+		return
+	}
+	action := r.PostForm.Get("Action")
+	api, ok := serviceOf[action]
+	if !ok {
+		writeError(w, "rds", "InvalidAction", fmt.Sprintf("The action %s is not valid for this web service.", action))
+		return
+	}
+	s.mu.Lock()
+	s.calls[action]++
+	m := credentialScope.FindStringSubmatch(r.Header.Get("Authorization"))
+	if m != nil {
+		s.credential[m[1]+"/"+m[2]]++
+	}
+	fault := s.nextFault(action)
+	s.mu.Unlock()
+	switch {
+	case m == nil:
+		writeError(w, api.service, "IncompleteSignature", "Authorization header is not a SigV4 (AWS4-HMAC-SHA256) signature")
+	case m[2] != api.service:
+		writeError(w, api.service, "InvalidSignatureException", fmt.Sprintf("Credential should be scoped to correct service: '%s'.", api.service))
+	case r.PostForm.Get("Version") != api.version:
+		writeError(w, api.service, "InvalidParameterValue", fmt.Sprintf("Version %q is not %s", r.PostForm.Get("Version"), api.version))
+	case fault != "":
+		writeError(w, api.service, fault, faultMessage(fault, action))
+	default:
+		s.answer(w, action, r)
+	}
+}
+
+// nextFault pops the fault injected for action, if any; s.mu is held.
+func (s *Server) nextFault(action string) string {
+	q := s.faults[action]
+	if len(q) == 0 {
+		return ""
+	}
+	if code, always := strings.CutPrefix(q[0], "*"); always {
+		return code
+	}
+	s.faults[action] = q[1:]
+	return q[0]
+}
+
+// faultMessage is the message AWS gives with an injected error code.
+func faultMessage(code, action string) string {
+	switch code {
+	case "Throttling":
+		return "Rate exceeded"
+	case "RequestLimitExceeded":
+		return "Request limit exceeded."
+	case "AccessDenied", "UnauthorizedOperation":
+		return fmt.Sprintf("User: arn:aws:sts::123456789012:assumed-role/backendslice/test is not authorized to perform: %s", action)
+	}
+	return code
+}
+
+func (s *Server) answer(w http.ResponseWriter, action string, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var body any
+	var err *apiError
+	switch action {
+	case DescribeDBInstances:
+		body, err = s.describeDBInstances(r.PostForm)
+	case DescribeDBClusters:
+		body, err = s.describeDBClusters(r.PostForm)
+	case DescribeInstances:
+		body, err = s.describeInstances(r.PostForm)
+	}
+	if err != nil {
+		writeError(w, serviceOf[action].service, err.code, err.msg)
+		return
+	}
+	writeXML(w, http.StatusOK, body)
+}
+
+// LookupNetIP resolves the endpoint name of a DB instance to its IPs, so
+// that the server stands in for the DNS names AWS gives instances; network
+// is "ip", "ip4" or "ip6" as for net.Resolver.LookupNetIP.
+func (s *Server) LookupNetIP(_ context.Context, network, host string) ([]netip.Addr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, i := range s.instances {
+		if i.Address != host || len(i.IPs) == 0 {
+			continue
+		}
+		var out []netip.Addr
+		for _, ip := range i.IPs {
+			a := netip.MustParseAddr(ip)
+			if network == "ip" || (network == "ip4") == a.Is4() {
+				out = append(out, a)
+			}
+		}
+		return out, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// cloneDBInstance copies i, so that the test's map is not shared.
+func cloneDBInstance(i DBInstance) DBInstance {
+	i.Tags = maps.Clone(i.Tags)
+	i.IPs = slices.Clone(i.IPs)
+	return i
+}

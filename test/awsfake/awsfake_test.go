@@ -1,0 +1,106 @@
+package awsfake
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// signed is an Authorization header of the SigV4 shape for service.
+func signed(service string) string {
+	return "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/eu-west-1/" + service +
+		"/aws4_request, SignedHeaders=host;x-amz-date, Signature=" + strings.Repeat("a", 64)
+}
+
+// post sends a form to the fake and returns the status and body.
+func post(t *testing.T, s *Server, auth string, form url.Values) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.URL, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+func wantBody(t *testing.T, what, body string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(body, p) {
+			t.Errorf("%s: body %s does not contain %s", what, body, p)
+		}
+	}
+}
+
+func TestUnsignedAndMisscopedRequestsAreRefused(t *testing.T) {
+	s := New()
+	defer s.Close()
+	form := url.Values{"Action": {DescribeDBInstances}, "Version": {rdsVersion}}
+	code, body := post(t, s, "", form)
+	if code != http.StatusForbidden {
+		t.Errorf("unsigned: status %d, want 403", code)
+	}
+	wantBody(t, "unsigned", body, "<ErrorResponse>", "<Type>Sender</Type>", "<Code>IncompleteSignature</Code>", "<RequestId>")
+	code, body = post(t, s, signed("ec2"), form)
+	if code != http.StatusForbidden {
+		t.Errorf("signed for ec2: status %d, want 403", code)
+	}
+	wantBody(t, "signed for ec2", body, "<Code>InvalidSignatureException</Code>")
+	if s.Calls(DescribeDBInstances) != 2 {
+		t.Errorf("calls = %d, want 2 counted", s.Calls(DescribeDBInstances))
+	}
+}
+
+func TestErrorShapes(t *testing.T) {
+	s := New()
+	defer s.Close()
+	s.Fail(DescribeInstances, "RequestLimitExceeded", 1)
+	code, body := post(t, s, signed("ec2"), url.Values{"Action": {DescribeInstances}, "Version": {ec2Version}})
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("status %d, want 503", code)
+	}
+	wantBody(t, "ec2 throttling", body, "<Response><Errors><Error><Code>RequestLimitExceeded</Code>", "<RequestID>")
+	code, body = post(t, s, signed("ec2"), url.Values{"Action": {DescribeInstances}, "Version": {ec2Version}, "InstanceId.1": {"i-none"}})
+	if code != http.StatusBadRequest {
+		t.Errorf("status %d, want 400", code)
+	}
+	wantBody(t, "unknown instance", body, "<Code>InvalidInstanceID.NotFound</Code>")
+	_, body = post(t, s, signed("rds"), url.Values{"Action": {DescribeDBInstances}, "Version": {rdsVersion}, "DBInstanceIdentifier": {"none"}})
+	wantBody(t, "unknown DB instance", body, "<Code>DBInstanceNotFound</Code>")
+}
+
+func TestFiltersAndMarkers(t *testing.T) {
+	s := New()
+	defer s.Close()
+	for _, id := range []string{"a", "b", "c"} {
+		s.PutDBInstance(DBInstance{Identifier: id, Status: "available", Cluster: "c1"})
+	}
+	s.PutDBInstance(DBInstance{Identifier: "d", Status: "available", Cluster: "c2"})
+	s.SetPageLimit(2)
+	form := url.Values{
+		"Action": {DescribeDBInstances}, "Version": {rdsVersion},
+		"Filters.Filter.1.Name": {"db-cluster-id"}, "Filters.Filter.1.Values.Value.1": {"c1"},
+	}
+	_, body := post(t, s, signed("rds"), form)
+	wantBody(t, "page 1", body, "<DBInstanceIdentifier>a</DBInstanceIdentifier>", "<DBInstanceIdentifier>b</DBInstanceIdentifier>", "<Marker>2</Marker>")
+	form.Set("Marker", "2")
+	_, body = post(t, s, signed("rds"), form)
+	wantBody(t, "page 2", body, "<DBInstanceIdentifier>c</DBInstanceIdentifier>")
+	if strings.Contains(body, "<Marker>") || strings.Contains(body, "<DBInstanceIdentifier>d<") {
+		t.Errorf("page 2: %s; want c only and no marker", body)
+	}
+}
