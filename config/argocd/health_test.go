@@ -45,7 +45,7 @@ var fixtures = []fixture{
 	// the suspended pass left as they were.
 	{"suspended.yaml", "Suspended", "spec.suspend is true", status.CurrentStatus},
 	{"suspended-never-ready.yaml", "Suspended", "spec.suspend is true", status.InProgressStatus},
-	{"suspended-after-stalled.yaml", "Suspended", "spec.suspend is true", status.CurrentStatus},
+	{"suspended-after-stalled.yaml", "Suspended", "spec.suspend is true", status.InProgressStatus},
 }
 
 // load reads a fixture as the unstructured object Argo CD and kstatus get
