@@ -23,21 +23,23 @@ GOLANGCI_LINT := $(BIN)/golangci-lint
 INSTALL := bash $(CURDIR)/test/controlplane/install.sh
 
 # Test settings.
-# CONSUL=1 makes `make test` also install the Consul agent into bin/ (for the
-# Consul provider tests). Off by default until those tests need it.
-CONSUL ?=
-TEST_PREREQS := controlplane $(if $(filter 1 true yes,$(CONSUL)),consul)
+# The Consul provider tests run a real Consul agent: `make test` installs it
+# into bin/ (built once, like the control plane).
+TEST_PREREQS := controlplane consul
 TEST_FLAGS ?= -count=1 -timeout 30m
 TEST_PKGS ?= ./...
 # envtest reads KUBEBUILDER_ASSETS and starts bin/kube-apiserver and bin/etcd.
 ENVTEST_ENV := KUBEBUILDER_ASSETS=$(BIN)
+
+# The chart's copies of the generated CRD and RBAC (`make manifests`).
+CHART_FILES := charts/backendslice/files
 
 # Paths whose changes after generate/manifests/fmt make `make verify` fail.
 VERIFY_PATHS := api config charts '*.go'
 
 .PHONY: help
 help: ## Show this help.
-	@echo 'Usage: make <target> [CONSUL=1]'
+	@echo 'Usage: make <target>'
 	@echo
 	@awk 'BEGIN { FS = ":.*## " } /^##@ / { printf "\n%s\n", substr($$0, 5) } /^[a-zA-Z0-9_-]+:.*## / { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo
@@ -54,13 +56,14 @@ generate: controller-gen ## Generate deepcopy code for api/ (controller-gen obje
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: controller-gen ## Generate the CRD and RBAC into config/ (and the chart's crds/ if present).
+manifests: controller-gen ## Generate the CRD and RBAC into config/, and copy them into the Helm chart.
 	$(CONTROLLER_GEN) crd rbac:roleName=backendslice-controller paths="./api/...;./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
-	@if [[ -d charts/backendslice/crds ]]; then \
-		cp -f config/crd/bases/*.yaml charts/backendslice/crds/; \
-		echo 'copied config/crd/bases/*.yaml to charts/backendslice/crds/'; \
-	fi
+	@# The chart renders these copies (templates/crds.yaml, templates/clusterrole.yaml),
+	@# so its CRD and ClusterRole are always the generated ones.
+	rm -f $(CHART_FILES)/crds/*.yaml
+	cp -f config/crd/bases/*.yaml $(CHART_FILES)/crds/
+	cp -f config/rbac/role.yaml $(CHART_FILES)/rbac/role.yaml
 
 ##@ Check
 
@@ -99,6 +102,27 @@ verify: generate manifests fmt ## Fail if generated code, manifests, formatting 
 		exit 1; \
 	fi
 	@echo 'verify: OK'
+
+##@ Benchmarks
+
+.PHONY: bench-churn
+bench-churn: ## Replay the churn sequences (ours against upstream) and rewrite docs/benchmarks.md and docs/churn.png.
+	$(GO) test -tags bench -run TestChurnReport -count=1 -v -timeout 30m ./test/bench/churn -args -docs=$(CURDIR)/docs
+
+##@ Helm chart (Helm Go SDK, pinned in go.mod)
+
+HELMCHART := $(GO) run ./test/helm/cmd/helmchart
+# HELM_VALUES=file renders `make helm-template` with a values file.
+HELM_VALUES ?=
+
+.PHONY: helm-lint
+helm-lint: ## Lint charts/backendslice with its defaults and the sample values; fails on warnings.
+	$(HELMCHART) lint
+	$(HELMCHART) lint -f test/helm/testdata/values-production.yaml
+
+.PHONY: helm-template
+helm-template: ## Print charts/backendslice as `helm template` renders it (HELM_VALUES=file for a values file).
+	@$(HELMCHART) template $(if $(HELM_VALUES),-f $(HELM_VALUES))
 
 ##@ Run
 

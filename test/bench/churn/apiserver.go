@@ -23,11 +23,6 @@ type Counts struct {
 // Writes is the number of API writes.
 func (c Counts) Writes() int { return c.Creates + c.Updates + c.Deletes }
 
-// add sums two counts.
-func (c Counts) add(o Counts) Counts {
-	return Counts{c.Creates + o.Creates, c.Updates + o.Updates, c.Deletes + o.Deletes, c.Bytes + o.Bytes}
-}
-
 // apiServer is a client-go fake that behaves like the API server where
 // slice writers can tell: a create gets a UID, generation 1 and a name from
 // generateName; an update keeps the UID and bumps the generation when the
@@ -52,7 +47,10 @@ func newAPIServer() *apiServer {
 // create counts a create and fills in what the API server would; the
 // tracker behind it then stores the object.
 func (a *apiServer) create(action k8stesting.Action) (bool, runtime.Object, error) {
-	s := action.(k8stesting.CreateAction).GetObject().(*discoveryv1.EndpointSlice)
+	s, ok := action.(k8stesting.CreateAction).GetObject().(*discoveryv1.EndpointSlice)
+	if !ok {
+		return true, nil, fmt.Errorf("create of %T, not an EndpointSlice", action)
+	}
 	a.counts.Creates++
 	a.counts.Bytes += a.size(s)
 	a.serial++
@@ -67,14 +65,20 @@ func (a *apiServer) create(action k8stesting.Action) (bool, runtime.Object, erro
 
 // update counts an update and keeps UID and generation as the API server does.
 func (a *apiServer) update(action k8stesting.Action) (bool, runtime.Object, error) {
-	s := action.(k8stesting.UpdateAction).GetObject().(*discoveryv1.EndpointSlice)
+	s, ok := action.(k8stesting.UpdateAction).GetObject().(*discoveryv1.EndpointSlice)
+	if !ok {
+		return true, nil, fmt.Errorf("update of %T, not an EndpointSlice", action)
+	}
 	a.counts.Updates++
 	a.counts.Bytes += a.size(s)
 	old, err := a.Tracker().Get(action.GetResource(), s.Namespace, s.Name)
 	if err != nil {
 		return true, nil, err
 	}
-	was := old.(*discoveryv1.EndpointSlice)
+	was, ok := old.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return true, nil, fmt.Errorf("stored %T, not an EndpointSlice", old)
+	}
 	a.serial++
 	s.UID, s.Generation = was.UID, was.Generation
 	if !equality.Semantic.DeepEqual(s.Endpoints, was.Endpoints) || !equality.Semantic.DeepEqual(s.Ports, was.Ports) {

@@ -32,9 +32,13 @@ func stats(runs []Run, pick func(Run) Counts) Stats {
 	return s
 }
 
-// Ours, Upstream and Floor sum up the row's runs for each writer.
-func (r Row) Ours() Stats     { return stats(r.Runs, func(x Run) Counts { return x.Ours }) }
+// Ours sums up the row's runs of our writer.
+func (r Row) Ours() Stats { return stats(r.Runs, func(x Run) Counts { return x.Ours }) }
+
+// Upstream sums up the row's runs of the upstream reconciler.
 func (r Row) Upstream() Stats { return stats(r.Runs, func(x Run) Counts { return x.Upstream }) }
+
+// Floor sums up the row's floors: distinct slices holding a changed endpoint.
 func (r Row) Floor() Stats {
 	return stats(r.Runs, func(x Run) Counts { return Counts{Updates: x.Floor} })
 }

@@ -201,7 +201,7 @@ func (d *duplicates) run(w watch.Interface) {
 				d.mu.Unlock()
 				continue
 			}
-			d.err = errors.Join(d.err, fmt.Errorf("watch: unexpected %s event: %v", ev.Type, apierrors.FromObject(ev.Object)))
+			d.err = errors.Join(d.err, fmt.Errorf("watch: unexpected %s event: %w", ev.Type, apierrors.FromObject(ev.Object)))
 			d.mu.Unlock()
 			continue
 		}

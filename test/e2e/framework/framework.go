@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -47,6 +48,11 @@ type Options struct {
 	Config func(*controllers.Config)
 	// Started, if set, is called with the environment before the tests run.
 	Started func(*Env)
+	// ControlPlaneOnly starts the control plane without the controller, for
+	// tests that run the controller themselves (for example in another
+	// process, under the identity a Helm chart grants). Providers and Config
+	// are then unused.
+	ControlPlaneOnly bool
 }
 
 // TestConfig is the controller configuration of the tests: the defaults plus
@@ -65,7 +71,7 @@ func TestConfig() controllers.Config {
 	}
 }
 
-// Env is a running control plane with the controller.
+// Env is a running control plane and, unless ControlPlaneOnly, the controller.
 type Env struct {
 	// Client talks to the API server directly, as an administrator.
 	Client  client.Client
@@ -76,7 +82,7 @@ type Env struct {
 	ns      atomic.Int32
 }
 
-// Start starts the control plane and the controller.
+// Start starts the control plane and, unless ControlPlaneOnly, the controller.
 func Start(opts Options) (*Env, error) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(logLevel())))
 	cp, err := controlplane.Start()
@@ -84,13 +90,15 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	env := &Env{cp: cp, metrics: prometheus.NewRegistry(), done: make(chan error, 1)}
-	if err := env.startController(opts); err != nil {
+	if err := env.start(opts); err != nil {
 		return nil, errors.Join(err, cp.Stop())
 	}
 	return env, nil
 }
 
-func (e *Env) startController(opts Options) error {
+// start makes the administrator's client and, unless the options say
+// otherwise, starts the controller.
+func (e *Env) start(opts Options) error {
 	scheme, err := controllers.NewScheme()
 	if err != nil {
 		return err
@@ -98,6 +106,13 @@ func (e *Env) startController(opts Options) error {
 	if e.Client, err = client.New(e.cp.Config, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
+	if opts.ControlPlaneOnly {
+		return nil
+	}
+	return e.startController(opts)
+}
+
+func (e *Env) startController(opts Options) error {
 	waker := controllers.NewChannelWaker()
 	ps, err := opts.Providers(waker)
 	if err != nil {
@@ -128,11 +143,19 @@ func (e *Env) startController(opts Options) error {
 	return nil
 }
 
-// Stop stops the controller and the control plane.
+// Stop stops the controller, if it runs, and the control plane.
 func (e *Env) Stop() error {
-	e.cancel()
-	return errors.Join(<-e.done, e.cp.Stop())
+	var err error
+	if e.cancel != nil {
+		e.cancel()
+		err = <-e.done
+	}
+	return errors.Join(err, e.cp.Stop())
 }
+
+// Config reaches the API server as an administrator, for clients the
+// helpers here do not cover (Helm, impersonation).
+func (e *Env) Config() *rest.Config { return e.cp.Config }
 
 // Run is a TestMain body: start, run the tests, stop.
 func Run(m *testing.M, opts Options) int {

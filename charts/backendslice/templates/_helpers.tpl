@@ -1,0 +1,64 @@
+{{/* The chart's name, 63 characters at most. */}}
+{{- define "backendslice.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The release's full name: the release name, prefixed with the chart's
+unless it already contains it. Names every object of the release. */}}
+{{- define "backendslice.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "backendslice.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "backendslice.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Labels that select the controller Pods. */}}
+{{- define "backendslice.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "backendslice.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{/* The ServiceAccount the controller runs as. */}}
+{{- define "backendslice.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "backendslice.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The controller image: repository@digest, else repository:tag (the
+chart's appVersion by default). */}}
+{{- define "backendslice.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Where the Consul token Secret is mounted. */}}
+{{- define "backendslice.consulTokenDir" -}}
+/var/run/secrets/backendslice/consul
+{{- end }}
+
+{{/* The name the leader election Lease has; the controller fixes it
+(controllers.NewManager), and the Role grants get and update on it alone. */}}
+{{- define "backendslice.leaseName" -}}
+backendslice-controller.backendslice.io
+{{- end }}

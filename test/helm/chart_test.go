@@ -1,0 +1,396 @@
+package helmtest_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/backendslice/backendslice/test/controlplane"
+	helmtest "github.com/backendslice/backendslice/test/helm"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/ from the chart")
+
+// valueSets are the values the chart is linted and rendered with: its
+// defaults, and a production-like file that uses every option.
+var valueSets = []struct{ name, file string }{
+	{"default", ""},
+	{"production", "testdata/values-production.yaml"},
+}
+
+func values(t *testing.T, file string) map[string]any {
+	t.Helper()
+	if file == "" {
+		return nil
+	}
+	v, err := helmtest.ReadValues(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func load(t *testing.T) *chart.Chart {
+	t.Helper()
+	ch, err := helmtest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// render renders the chart with vals and parses the objects.
+func render(t *testing.T, vals map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	manifest, _, err := helmtest.Render(load(t), vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := helmtest.Objects(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// ofKind are the objects of a kind.
+func ofKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	return slices.DeleteFunc(slices.Clone(objs), func(o *unstructured.Unstructured) bool { return o.GetKind() != kind })
+}
+
+// typed converts the one object of kind in objs into out.
+func typed(t *testing.T, objs []*unstructured.Unstructured, kind string, out any) {
+	t.Helper()
+	found := ofKind(objs, kind)
+	if len(found) != 1 {
+		t.Fatalf("%d objects of kind %s, want 1", len(found), kind)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(found[0].Object, out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readYAML parses a file of the repository.
+func readYAML(t *testing.T, rel string, out any) {
+	t.Helper()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, out); err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+}
+
+func TestLint(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			msgs, err := helmtest.Lint(values(t, vs.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				if m.Severity >= support.WarningSev {
+					t.Error(m.Error())
+				}
+			}
+		})
+	}
+}
+
+// TestRenderGolden compares what `helm template` prints with
+// testdata/<values>.golden.yaml. The CRD is left out of the golden files
+// (TestCRDIsTheGeneratedOne checks it), so that API changes do not churn
+// them; NOTES.txt is appended as comments.
+func TestRenderGolden(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			manifest, notes, err := helmtest.Render(load(t), values(t, vs.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			for _, d := range helmtest.Documents(manifest) {
+				b.WriteString("---\n")
+				if strings.Contains(d, "\nkind: CustomResourceDefinition\n") {
+					source, _, _ := strings.Cut(d, "\n")
+					b.WriteString(source + "\n# The CRD of config/crd/bases: TestCRDIsTheGeneratedOne checks it.\n")
+					continue
+				}
+				b.WriteString(d + "\n")
+			}
+			b.WriteString("---\n# NOTES.txt:\n")
+			for _, line := range strings.Split(strings.TrimRight(notes, "\n"), "\n") {
+				b.WriteString(strings.TrimRight("# "+line, " ") + "\n")
+			}
+			golden := filepath.Join("testdata", vs.name+".golden.yaml")
+			if *update {
+				if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (go test ./test/helm -run TestRenderGolden -update writes it)", err)
+			}
+			if got := b.String(); got != string(want) {
+				t.Errorf("the rendered chart differs from %s (rerun with -update if the change is meant): %s",
+					golden, firstDifference(string(want), got))
+			}
+		})
+	}
+}
+
+// firstDifference shows the first line where want and got differ.
+func firstDifference(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := range min(len(w), len(g)) {
+		if w[i] != g[i] {
+			return fmt.Sprintf("line %d is\n\t%s\nwant\n\t%s", i+1, g[i], w[i])
+		}
+	}
+	return fmt.Sprintf("%d lines, want %d", len(g), len(w))
+}
+
+// TestCRDIsTheGeneratedOne checks that the chart installs the CRDs of
+// config/crd/bases unchanged, marked to survive `helm uninstall` and Argo CD
+// pruning, and none when crds.install is false.
+func TestCRDIsTheGeneratedOne(t *testing.T) {
+	crds := ofKind(render(t, nil), "CustomResourceDefinition")
+	if len(crds) != 1 {
+		t.Fatalf("%d CRDs rendered, want 1", len(crds))
+	}
+	got := crds[0]
+	var want map[string]any
+	readYAML(t, "config/crd/bases/backendslice.io_externalbackends.yaml", &want)
+	if !reflect.DeepEqual(got.Object["spec"], want["spec"]) || got.GetName() != (&unstructured.Unstructured{Object: want}).GetName() {
+		t.Error("the rendered CRD is not the one in config/crd/bases: run `make manifests`")
+	}
+	if a := got.GetAnnotations(); a["helm.sh/resource-policy"] != "keep" || a["argocd.argoproj.io/sync-options"] != "Prune=false,Delete=false" {
+		t.Errorf("CRD annotations %v: want Helm and Argo CD to keep it", a)
+	}
+	if n := len(ofKind(render(t, map[string]any{"crds": map[string]any{"install": false}}), "CustomResourceDefinition")); n != 0 {
+		t.Errorf("crds.install=false renders %d CRDs", n)
+	}
+}
+
+// TestClusterRoleIsTheGeneratedOne checks that the ClusterRole grants
+// exactly the rules controller-gen generates from the controller's markers.
+func TestClusterRoleIsTheGeneratedOne(t *testing.T) {
+	var want, got rbacv1.ClusterRole
+	readYAML(t, "config/rbac/role.yaml", &want)
+	typed(t, render(t, nil), "ClusterRole", &got)
+	if !reflect.DeepEqual(got.Rules, want.Rules) {
+		t.Errorf("ClusterRole rules\n%v\nwant those of config/rbac/role.yaml\n%v\n(run `make manifests`)", got.Rules, want.Rules)
+	}
+}
+
+// TestNoSecretsNoWildcards checks, with every value set, that no role of the
+// chart mentions Secrets or a wildcard.
+func TestNoSecretsNoWildcards(t *testing.T) {
+	for _, vs := range valueSets {
+		objs := render(t, values(t, vs.file))
+		for _, kind := range []string{"ClusterRole", "Role"} {
+			for _, o := range ofKind(objs, kind) {
+				var role rbacv1.Role
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range role.Rules {
+					words := slices.Concat(r.APIGroups, r.Resources, r.Verbs, r.NonResourceURLs)
+					if slices.Contains(words, "*") || slices.ContainsFunc(r.Resources, func(s string) bool { return strings.HasPrefix(s, "secrets") }) {
+						t.Errorf("%s: %s %s grants %v", vs.name, kind, o.GetName(), r)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDeployment checks the controller Pods with every value set: leader
+// election in the release namespace, the restricted security context,
+// probes on the health port, and the Consul token Secret as a volume only.
+func TestDeployment(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			vals := values(t, vs.file)
+			var d appsv1.Deployment
+			typed(t, render(t, vals), "Deployment", &d)
+			pod := d.Spec.Template.Spec
+			if len(pod.Containers) != 1 {
+				t.Fatalf("%d containers, want 1", len(pod.Containers))
+			}
+			c := pod.Containers[0]
+			for _, arg := range []string{"controller", "--leader-elect", "--leader-election-namespace=" + helmtest.Namespace} {
+				if !slices.Contains(c.Args, arg) {
+					t.Errorf("args %v lack %s", c.Args, arg)
+				}
+			}
+			psc, sc := pod.SecurityContext, c.SecurityContext
+			if psc == nil || sc == nil || !ptr.Deref(psc.RunAsNonRoot, false) || psc.SeccompProfile == nil ||
+				psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+				ptr.Deref(sc.AllowPrivilegeEscalation, true) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) ||
+				!ptr.Deref(sc.RunAsNonRoot, false) || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+				t.Errorf("security contexts pod %+v container %+v are not restricted", psc, sc)
+			}
+			for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+				if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.StrVal != "health" {
+					t.Errorf("probe %+v, want GET %s on the health port", probe, path)
+				}
+			}
+			if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+				t.Errorf("resources %+v: want memory requests and limits", c.Resources)
+			}
+			for _, v := range pod.Volumes {
+				if v.Secret != nil && !strings.HasPrefix(c.VolumeMounts[0].MountPath, "/var/run/secrets/backendslice/") {
+					t.Errorf("Secret volume %s mounted at %v", v.Name, c.VolumeMounts)
+				}
+			}
+		})
+	}
+}
+
+// TestFlags checks that values become the controller's flags, and that the
+// AWS and Consul flags are passed only when set, leaving the binary's
+// defaults (environment variables included) alone otherwise.
+func TestFlags(t *testing.T) {
+	onlyWhenSet := []string{"--aws-allowed-role-arns", "--consul-address", "--consul-token-file"}
+	cases := []struct {
+		name string
+		file string
+		want []string
+	}{
+		{"default", "", []string{
+			"--max-endpoints-per-slice=100", "--default-drain-period=30s", "--resolve-timeout=10s",
+			"--denied-cidrs=fd00:ec2::254/128,100.100.100.200/32",
+			"--denied-names=metadata.google.internal,metadata.goog", "--zap-log-level=info",
+		}},
+		{"production", "testdata/values-production.yaml", []string{
+			"--max-endpoints-per-slice=250", "--default-drain-period=1m", "--resolve-timeout=15s",
+			"--denied-cidrs=fd00:ec2::254/128,100.100.100.200/32,10.0.0.0/16,172.20.0.0/16,fd00:10:96::/112",
+			"--denied-names=metadata.google.internal,metadata.goog,*.cluster.local", "--zap-log-level=debug",
+			"--aws-allowed-role-arns=arn:aws:iam::123456789012:role/rds-reader,arn:aws:iam::210987654321:role/ec2-reader",
+			"--consul-address=https://consul.consul.svc:8501",
+			"--consul-token-file=/var/run/secrets/backendslice/consul/token",
+			"--zap-encoder=json",
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var d appsv1.Deployment
+			typed(t, render(t, values(t, c.file)), "Deployment", &d)
+			args := d.Spec.Template.Spec.Containers[0].Args
+			for _, w := range c.want {
+				if !slices.Contains(args, w) {
+					t.Errorf("args lack %s: %v", w, args)
+				}
+			}
+			for _, flag := range onlyWhenSet {
+				set := slices.ContainsFunc(c.want, func(a string) bool { return strings.HasPrefix(a, flag+"=") })
+				passed := slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, flag+"=") })
+				if set != passed {
+					t.Errorf("%s passed=%v, want %v", flag, passed, set)
+				}
+			}
+		})
+	}
+}
+
+// TestSchemaRejects checks that values.schema.json refuses wrong values
+// with a message that names the field.
+func TestSchemaRejects(t *testing.T) {
+	cases := []struct {
+		name   string
+		values string
+		want   []string
+	}{
+		{"no replicas", "replicaCount: 0", []string{"/replicaCount", "minimum"}},
+		{"replicas as a string", `replicaCount: "2"`, []string{"/replicaCount", "want integer"}},
+		{"too few endpoints per slice", "controller: {maxEndpointsPerSlice: 0}", []string{"/controller/maxEndpointsPerSlice", "minimum"}},
+		{"too many endpoints per slice", "controller: {maxEndpointsPerSlice: 1001}", []string{"/controller/maxEndpointsPerSlice", "maximum"}},
+		{"drain period in words", "controller: {defaultDrainPeriod: 30 seconds}", []string{"/controller/defaultDrainPeriod", "does not match pattern"}},
+		{"resolve timeout as a number", "controller: {resolveTimeout: 10}", []string{"/controller/resolveTimeout", "want string"}},
+		{"address for a CIDR", "controller: {deniedCIDRs: [10.0.0.1]}", []string{"/controller/deniedCIDRs/0", "does not match pattern"}},
+		{"denied name with a scheme", "controller: {deniedNames: [\"http://metadata\"]}", []string{"/controller/deniedNames/0"}},
+		{"unknown log level", "controller: {logLevel: verbose}", []string{"/controller/logLevel", "debug", "info", "error"}},
+		{"extra arg without dashes", "controller: {extraArgs: [leader-elect]}", []string{"/controller/extraArgs/0"}},
+		{"misspelt controller value", "controller: {maxEndpointPerSlice: 10}", []string{"/controller", "maxEndpointPerSlice"}},
+		{"misspelt top-level value", "replicas: 2", []string{"additional properties", "replicas"}},
+		{"role ARN of a user", "aws: {allowedRoleARNs: [\"arn:aws:iam::123456789012:user/bob\"]}", []string{"/aws/allowedRoleARNs/0"}},
+		{"role ARNs as one string", "aws: {allowedRoleARNs: \"arn:aws:iam::123456789012:role/x\"}", []string{"/aws/allowedRoleARNs", "want array"}},
+		{"Consul address without a port", "consul: {address: consul.example.com}", []string{"/consul/address"}},
+		{"Secret name with capitals", "consul: {tokenSecret: {name: Consul_Token}}", []string{"/consul/tokenSecret/name"}},
+		{"unknown pull policy", "image: {pullPolicy: Sometimes}", []string{"/image/pullPolicy", "IfNotPresent"}},
+		{"digest without algorithm", "image: {digest: abc123}", []string{"/image/digest"}},
+		{"metrics port out of range", "metrics: {port: 70000}", []string{"/metrics/port", "maximum"}},
+		{"no disruption allowed", "podDisruptionBudget: {maxUnavailable: 0}", []string{"/podDisruptionBudget/maxUnavailable"}},
+		{"annotation value not a string", "serviceAccount: {annotations: {eks.amazonaws.com/role-arn: 12}}", []string{"/serviceAccount/annotations/eks.amazonaws.com~1role-arn", "want string"}},
+		{"crds.install as a string", `crds: {install: "yes"}`, []string{"/crds/install", "want boolean"}},
+	}
+	ch := load(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var vals map[string]any
+			if err := yaml.Unmarshal([]byte(c.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := helmtest.Render(ch, vals)
+			if err == nil {
+				t.Fatalf("values %s accepted", c.values)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "values don't meet the specifications of the schema") {
+				t.Errorf("error does not come from the schema: %s", msg)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error does not say %q: %s", w, msg)
+				}
+			}
+		})
+	}
+}
+
+// TestTemplateRejects checks the combinations of values the templates refuse.
+func TestTemplateRejects(t *testing.T) {
+	cases := []struct {
+		name   string
+		values string
+		want   string
+	}{
+		{"one port for metrics and probes", "metrics: {port: 9000}\nhealthPort: 9000", "metrics.port and healthPort are both 9000"},
+		{"ServiceMonitor without the Service", "metrics: {service: {enabled: false}, serviceMonitor: {enabled: true}}", "metrics.serviceMonitor.enabled needs metrics.service.enabled"},
+		{"existing ServiceAccount without a name", "serviceAccount: {create: false}", "serviceAccount.name is required"},
+	}
+	ch := load(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var vals map[string]any
+			if err := yaml.Unmarshal([]byte(c.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := helmtest.Render(ch, vals); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+}

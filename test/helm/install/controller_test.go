@@ -1,0 +1,261 @@
+package install
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/providers/static"
+	"github.com/backendslice/backendslice/test/e2e/framework"
+)
+
+// The child process runs the controller when these are set.
+const (
+	// childKubeconfigEnv names the kubeconfig the controller uses: the
+	// identity it runs as.
+	childKubeconfigEnv = "BACKENDSLICE_HELMTEST_KUBECONFIG"
+	// childLeaseNamespaceEnv is where it keeps its leader election lease.
+	childLeaseNamespaceEnv = "BACKENDSLICE_HELMTEST_LEASE_NAMESPACE"
+)
+
+// refusedPrefix starts each line in which the child reports a refused request.
+const refusedPrefix = "refused "
+
+// request is what the API server authorises: a verb on a resource
+// (resource/subresource) of an API group ("" is the core group).
+type request struct{ verb, group, resource string }
+
+func (r request) String() string {
+	group := r.group
+	if group == "" {
+		group = "core"
+	}
+	return fmt.Sprintf("%s %s (%s)", r.verb, r.resource, group)
+}
+
+// forbiddenMessage is how the API server's authoriser words a refusal:
+// User "..." cannot <verb> resource "<resource>" in API group "<group>" ...
+// The quotes are escaped when the body is JSON rather than protobuf.
+var forbiddenMessage = regexp.MustCompile(`cannot ([a-z]+) resource \\?"([^"\\]+)\\?" in API group \\?"([^"\\]*)\\?"`)
+
+// runChildController is the child process: it runs the controller, wired as
+// the binary wires it, with the identity of kubeconfig and leader election
+// in leaseNamespace, and prints every request the API server refuses on
+// stdout until it is interrupted.
+func runChildController(kubeconfig, leaseNamespace string) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.InfoLevel)))
+	if err := runController(kubeconfig, leaseNamespace); err != nil {
+		fmt.Fprintln(os.Stderr, "controller:", err)
+		return 1
+	}
+	return 0
+}
+
+// runController runs the manager of the binary, with the static provider,
+// until the process is interrupted.
+func runController(kubeconfig, leaseNamespace string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return reportRefusals{next: rt} })
+	reg, err := providers.NewRegistry(static.New())
+	if err != nil {
+		return err
+	}
+	mgr, err := controllers.NewManager(cfg, controllers.ManagerOptions{
+		MetricsBindAddress:      "0",
+		HealthProbeBindAddress:  "0",
+		LeaderElection:          true,
+		LeaderElectionNamespace: leaseNamespace,
+		Config:                  framework.TestConfig(),
+		Providers:               reg,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return mgr.Start(ctx)
+}
+
+// reportRefusals prints, on stdout, each request the API server refuses
+// (HTTP 403), as the authoriser named it.
+type reportRefusals struct{ next http.RoundTripper }
+
+func (r reportRefusals) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusForbidden {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if m := forbiddenMessage.FindSubmatch(body); m != nil {
+		fmt.Printf("%s%s\t%s\t%s\n", refusedPrefix, m[1], m[3], m[2])
+	} else {
+		// Refused by something other than the authoriser: report the
+		// request as it was sent.
+		fmt.Printf("%s%s\t?\t%s\n", refusedPrefix, req.Method, req.URL.Path)
+	}
+	return resp, err
+}
+
+// controllerProcess is the controller running in a child process.
+type controllerProcess struct {
+	cmd    *exec.Cmd
+	output lockedBuffer
+	exited chan struct{}
+
+	mu      sync.Mutex
+	refused []request
+	exitErr error
+}
+
+// startController runs the controller as id, with its lease in
+// leaseNamespace, until the test ends. env adds to the child's environment.
+func startController(t *testing.T, id identity, leaseNamespace string, env ...string) *controllerProcess {
+	t.Helper()
+	p := &controllerProcess{exited: make(chan struct{})}
+	p.cmd = exec.Command(os.Args[0])
+	p.cmd.Env = append(os.Environ(),
+		childKubeconfigEnv+"="+writeKubeconfig(t, id.config()),
+		childLeaseNamespaceEnv+"="+leaseNamespace)
+	p.cmd.Env = append(p.cmd.Env, env...)
+	p.cmd.Stderr = &p.output
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go p.read(stdout)
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("controller (as %s) output:\n%s", id.user(), p.output.String())
+		}
+	})
+	return p
+}
+
+// read records the refusals the child reports, then waits for it to exit.
+func (p *controllerProcess) read(stdout io.Reader) {
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		fields := strings.Split(strings.TrimPrefix(sc.Text(), refusedPrefix), "\t")
+		if !strings.HasPrefix(sc.Text(), refusedPrefix) || len(fields) != 3 {
+			fmt.Fprintf(&p.output, "unexpected output: %s\n", sc.Text())
+			continue
+		}
+		p.mu.Lock()
+		p.refused = append(p.refused, request{verb: fields[0], group: fields[1], resource: fields[2]})
+		p.mu.Unlock()
+	}
+	err := p.cmd.Wait()
+	p.mu.Lock()
+	p.exitErr = err
+	p.mu.Unlock()
+	close(p.exited)
+}
+
+// stop interrupts the controller, which releases its lease, and waits for it.
+func (p *controllerProcess) stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	<-p.exited
+}
+
+// refusals are the requests the API server has refused the controller so far.
+func (p *controllerProcess) refusals() []request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.refused)
+}
+
+// waitRefused waits until the API server has refused req.
+func (p *controllerProcess) waitRefused(t *testing.T, req request) {
+	t.Helper()
+	framework.Eventually(t, framework.Timeout, "the API server refusing "+req.String(), func() error {
+		got := p.refusals()
+		if slices.Contains(got, req) {
+			return nil
+		}
+		if exited, err := p.exit(); exited {
+			why := "status 0"
+			if err != nil {
+				why = err.Error()
+			}
+			return fmt.Errorf("the controller exited (%s); refused so far: %v", why, got)
+		}
+		return fmt.Errorf("refused so far: %v", got)
+	})
+}
+
+// waitExit waits until the controller exits on its own, and says why.
+func (p *controllerProcess) waitExit(t *testing.T) error {
+	t.Helper()
+	framework.Eventually(t, framework.Timeout, "the controller exiting", func() error {
+		if exited, _ := p.exit(); !exited {
+			return errors.New("still running")
+		}
+		return nil
+	})
+	_, err := p.exit()
+	return err
+}
+
+// exit says whether the controller has exited, and its error if it failed.
+func (p *controllerProcess) exit() (bool, error) {
+	select {
+	case <-p.exited:
+	default:
+		return false, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return true, p.exitErr
+}
+
+// lockedBuffer is a buffer the child's stderr and the reader share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,373 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/test/e2e/framework"
+)
+
+// ctx is the context of API calls in tests.
+var ctx = context.Background()
+
+// The scenarios' backend: a dual-stack static backend named db, published
+// as Service db.
+const (
+	backendName = "db"
+	ipv4a       = "192.0.2.10"
+	ipv4b       = "192.0.2.11"
+	ipv6        = "2001:db8::10"
+)
+
+// scenario is something the controller does for users. Each one needs some
+// of the rights the chart grants; run with every right it reaches done.
+type scenario struct {
+	name string
+	// start creates what the scenario begins with in ns, then the backend.
+	start func(t *testing.T, ns string) *v1alpha1.ExternalBackend
+	// change, if set, is made once the backend is Ready.
+	change func(t *testing.T, xb *v1alpha1.ExternalBackend)
+	// done waits for what the controller achieves with every right.
+	done func(t *testing.T, xb *v1alpha1.ExternalBackend)
+}
+
+// begin creates the backend and, when the scenario has a change, makes it
+// once the backend is Ready.
+func (s *scenario) begin(t *testing.T, ns string) *v1alpha1.ExternalBackend {
+	t.Helper()
+	xb := s.start(t, ns)
+	if s.change != nil {
+		framework.WaitReady(t, xb)
+		s.change(t, xb)
+	}
+	return xb
+}
+
+// scenarios are every scenario, in the order they are run.
+var scenarios = []*scenario{
+	&core, &portChange, &toHeadless, &rename, &unhealthy, &shrink, &foreignService, &foreignSlice, &driftTwice,
+}
+
+// core is the end-to-end scenario: a dual-stack static backend becomes
+// Ready with a selectorless dual-stack Service owned by it, one slice per
+// family owned by the Service, and events about it.
+var core = scenario{
+	name:  "core",
+	start: startBackend,
+	done:  checkCore,
+}
+
+// portChange changes the Service's port: the Service is updated.
+var portChange = scenario{
+	name:  "port-change",
+	start: startBackend,
+	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		mustUpdate(t, xb, func(xb *v1alpha1.ExternalBackend) { xb.Spec.Service.Ports[0].Port = 5433 })
+	},
+	done: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		framework.WaitReady(t, xb)
+		if p := service(t, xb.Namespace, backendName).Spec.Ports[0].Port; p != 5433 {
+			t.Errorf("Service port %d, want 5433", p)
+		}
+	},
+}
+
+// toHeadless turns the Service headless: a Service cannot drop its cluster
+// IP, so the controller deletes and recreates it.
+var toHeadless = scenario{
+	name:  "to-headless",
+	start: startBackend,
+	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		mustUpdate(t, xb, func(xb *v1alpha1.ExternalBackend) { xb.Spec.Service.Type = v1alpha1.ServiceTypeHeadless })
+	},
+	done: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		framework.WaitReady(t, xb)
+		if ip := service(t, xb.Namespace, backendName).Spec.ClusterIP; ip != corev1.ClusterIPNone {
+			t.Errorf("Service clusterIP %q, want None", ip)
+		}
+	},
+}
+
+// rename renames the Service: the old one and its slices are removed, the
+// slices with one delete-collection call.
+var rename = scenario{
+	name:  "rename",
+	start: startBackend,
+	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		mustUpdate(t, xb, func(xb *v1alpha1.ExternalBackend) { xb.Spec.Service.Name = "db-renamed" })
+	},
+	done: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		framework.WaitReady(t, xb)
+		framework.WaitAddresses(t, xb.Namespace, "db-renamed", ipv4a, ipv4b, ipv6)
+		framework.Eventually(t, framework.Timeout, "the old Service and slices gone", func() error {
+			err := framework.E().Client.Get(ctx, client.ObjectKey{Namespace: xb.Namespace, Name: backendName}, &corev1.Service{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("Service %s: %w", backendName, err)
+			}
+			if n := len(framework.Slices(t, xb.Namespace, backendName)); n > 0 {
+				return fmt.Errorf("%d slices of Service %s left", n, backendName)
+			}
+			return nil
+		})
+	},
+}
+
+// unhealthy marks an endpoint unhealthy: its slice is updated.
+var unhealthy = scenario{
+	name:  "unhealthy",
+	start: startBackend,
+	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		mustUpdate(t, xb, func(xb *v1alpha1.ExternalBackend) {
+			xb.Spec.Sources[0].Static.Endpoints[0].Health = v1alpha1.HealthUnhealthy
+		})
+	},
+	done: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		framework.WaitReady(t, xb)
+		framework.Eventually(t, framework.Timeout, ipv4a+" not ready", func() error {
+			eps, err := framework.Published(framework.Slices(t, xb.Namespace, backendName))
+			if err != nil {
+				return err
+			}
+			if ptr.Deref(eps[ipv4a].Conditions.Ready, true) {
+				return errors.New("still ready")
+			}
+			return nil
+		})
+	},
+}
+
+// shrink removes the only IPv6 endpoint: with no drain period, the IPv6
+// slice is deleted.
+var shrink = scenario{
+	name:  "shrink",
+	start: startBackend,
+	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		mustUpdate(t, xb, func(xb *v1alpha1.ExternalBackend) {
+			xb.Spec.Sources[0].Static.Endpoints = xb.Spec.Sources[0].Static.Endpoints[:2]
+		})
+	},
+	done: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		framework.WaitReady(t, xb)
+		sl := framework.WaitAddresses(t, xb.Namespace, backendName, ipv4a, ipv4b)
+		if len(sl) != 1 {
+			t.Errorf("%d slices, want the IPv4 one alone", len(sl))
+		}
+	},
+}
+
+// foreignService finds a Service of its name that is not the controller's:
+// the controller reads it (past its cache) to say whose it is.
+var foreignService = scenario{
+	name: "foreign-service",
+	start: func(t *testing.T, ns string) *v1alpha1.ExternalBackend {
+		framework.Create(t, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backendName},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+		})
+		return startBackend(t, ns)
+	},
+	done: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		framework.WaitCondition(t, xb, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonServiceConflict)
+	},
+}
+
+// foreignSlice finds a slice of someone else holding the name of its IPv4
+// slice: the controller reads it (past its cache) and creates its own
+// under a generated name.
+var foreignSlice = scenario{
+	name: "foreign-slice",
+	start: func(t *testing.T, ns string) *v1alpha1.ExternalBackend {
+		framework.Create(t, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: backendName + "-ipv4-0"},
+			AddressType: discoveryv1.AddressTypeIPv4,
+		})
+		return startBackend(t, ns)
+	},
+	done: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		framework.WaitReady(t, xb)
+		for _, s := range framework.WaitAddresses(t, xb.Namespace, backendName, ipv4a, ipv4b, ipv6) {
+			if s.AddressType == discoveryv1.AddressTypeIPv4 && !strings.HasPrefix(s.Name, backendName+"-ipv4-0-") {
+				t.Errorf("our IPv4 slice is %s, want a generated name next to the foreign %s-ipv4-0", s.Name, backendName)
+			}
+		}
+	},
+}
+
+// driftTwice deletes the IPv4 slice twice: the controller recreates it each
+// time and records the same event twice, which the event recorder turns
+// into a series by patching the first event.
+var driftTwice = scenario{
+	name:  "drift-twice",
+	start: startBackend,
+	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		for range 2 {
+			deleteIPv4Slice(t, xb)
+		}
+	},
+	done: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		framework.Eventually(t, framework.Timeout, "a repeated event counted as a series", func() error {
+			for _, e := range events(t, xb) {
+				if e.Series != nil && e.Series.Count >= 2 {
+					return nil
+				}
+			}
+			return errors.New("no event has a series")
+		})
+	},
+}
+
+// startBackend creates the scenarios' backend in ns, and deletes it when the
+// test ends so that later controllers do not see it.
+func startBackend(t *testing.T, ns string) *v1alpha1.ExternalBackend {
+	t.Helper()
+	xb := &v1alpha1.ExternalBackend{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backendName},
+		Spec: v1alpha1.ExternalBackendSpec{
+			Service:      v1alpha1.ServiceSpec{Ports: []v1alpha1.ServicePort{{Name: "pg", Port: 5432}}},
+			AddressTypes: []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4, v1alpha1.AddressTypeIPv6},
+			DrainPeriod:  &metav1.Duration{},
+			Sources: []v1alpha1.Source{{Name: "vms", Static: &v1alpha1.StaticSource{Endpoints: []v1alpha1.StaticEndpoint{
+				{Address: ipv4a, Zone: "zone-a", Hostname: "db-0"},
+				{Address: ipv4b, Zone: "zone-b", Hostname: "db-1"},
+				{Address: ipv6, Zone: "zone-a", Hostname: "db-0"},
+			}}}},
+		},
+	}
+	framework.Create(t, xb)
+	t.Cleanup(func() {
+		if err := framework.E().Client.Delete(ctx, xb); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting %s: %v", xb.Name, err)
+		}
+	})
+	return xb
+}
+
+// checkCore checks the outcome of the core scenario.
+func checkCore(t *testing.T, xb *v1alpha1.ExternalBackend) {
+	t.Helper()
+	cur := framework.WaitReady(t, xb)
+	sl := framework.WaitAddresses(t, xb.Namespace, backendName, ipv4a, ipv4b, ipv6)
+	svc := service(t, xb.Namespace, backendName)
+	if svc.Spec.Selector != nil || !metav1.IsControlledBy(svc, cur) {
+		t.Errorf("Service selector %v owners %v: want selectorless and owned by the backend", svc.Spec.Selector, svc.OwnerReferences)
+	}
+	if !slices.Equal(svc.Spec.IPFamilies, []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}) {
+		t.Errorf("Service ipFamilies %v, want IPv4 and IPv6", svc.Spec.IPFamilies)
+	}
+	var families []discoveryv1.AddressType
+	for _, s := range sl {
+		families = append(families, s.AddressType)
+		if !metav1.IsControlledBy(&s, svc) {
+			t.Errorf("slice %s is not owned by the Service: %v", s.Name, s.OwnerReferences)
+		}
+	}
+	if !slices.Equal(families, []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6}) {
+		t.Errorf("slices of families %v, want one IPv4 and one IPv6", families)
+	}
+	if cur.Status.Endpoints.Total != 3 || cur.Status.Slices != 2 {
+		t.Errorf("status counts %d endpoints in %d slices, want 3 in 2", cur.Status.Endpoints.Total, cur.Status.Slices)
+	}
+	framework.Eventually(t, framework.Timeout, "an event saying the backend is Ready", func() error {
+		for _, e := range events(t, xb) {
+			if e.Reason == v1alpha1.ReasonReady {
+				return nil
+			}
+		}
+		return errors.New("no Ready event")
+	})
+}
+
+// mustUpdate changes the backend or fails the test.
+func mustUpdate(t *testing.T, xb *v1alpha1.ExternalBackend, change func(*v1alpha1.ExternalBackend)) {
+	t.Helper()
+	if err := framework.Update(t, xb, change); err != nil {
+		t.Fatalf("updating %s: %v", xb.Name, err)
+	}
+}
+
+// service reads a Service.
+func service(t *testing.T, ns, name string) *corev1.Service {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := framework.E().Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		t.Fatalf("reading Service %s: %v", name, err)
+	}
+	return svc
+}
+
+// events are the events.k8s.io Events about the backend.
+func events(t *testing.T, xb *v1alpha1.ExternalBackend) []eventsv1.Event {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := framework.E().Client.List(ctx, &list, client.InNamespace(xb.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(list.Items, func(e eventsv1.Event) bool {
+		return e.Regarding.Kind != "ExternalBackend" || e.Regarding.Name != xb.Name
+	})
+}
+
+// leaderElectionEvents are the core/v1 Events leader election recorded in ns.
+func leaderElectionEvents(t *testing.T, ns string) []corev1.Event {
+	t.Helper()
+	var list corev1.EventList
+	if err := framework.E().Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(list.Items, func(e corev1.Event) bool { return e.Reason != "LeaderElection" })
+}
+
+// deleteIPv4Slice deletes the backend's IPv4 slice, as an administrator,
+// and waits for the controller to create it again.
+func deleteIPv4Slice(t *testing.T, xb *v1alpha1.ExternalBackend) {
+	t.Helper()
+	var gone discoveryv1.EndpointSlice
+	for _, s := range framework.Slices(t, xb.Namespace, backendName) {
+		if s.AddressType == discoveryv1.AddressTypeIPv4 {
+			gone = s
+		}
+	}
+	if gone.Name == "" {
+		t.Fatal("no IPv4 slice to delete")
+	}
+	if err := framework.E().Client.Delete(ctx, &gone); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, framework.Timeout, "the IPv4 slice created again", func() error {
+		for _, s := range framework.Slices(t, xb.Namespace, backendName) {
+			if s.AddressType == discoveryv1.AddressTypeIPv4 && s.UID != gone.UID {
+				return nil
+			}
+		}
+		return errors.New("not yet")
+	})
+}
+
+// runScenarios runs every scenario, side by side in namespaces of their
+// own, each to its outcome with every right, against the controller that
+// already runs.
+func runScenarios(t *testing.T) {
+	t.Helper()
+	t.Run("scenarios", func(t *testing.T) {
+		for _, s := range scenarios {
+			t.Run(s.name, func(t *testing.T) {
+				t.Parallel()
+				xb := s.begin(t, framework.Namespace(t))
+				s.done(t, xb)
+			})
+		}
+	})
+}
