@@ -3,6 +3,7 @@
 //
 //	backendslice controller   run the controller
 //	backendslice demo         run it on a local control plane with samples
+//	backendslice render       print, offline, what it would write for a file
 package main
 
 import (
