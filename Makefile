@@ -109,6 +109,10 @@ verify: generate manifests fmt ## Fail if generated code, manifests, formatting 
 bench-churn: ## Replay the churn sequences (ours against upstream) and rewrite docs/benchmarks.md and docs/churn.png.
 	$(GO) test -tags bench -run TestChurnReport -count=1 -v -timeout 30m ./test/bench/churn -args -docs=$(CURDIR)/docs
 
+.PHONY: bench-scale
+bench-scale: controlplane ## Converge 10,000 endpoints and 2,000 backends on a real API server, against a bare client, and write docs/benchmarks-scale.md.
+	$(ENVTEST_ENV) $(GO) test -tags bench -run TestScaleReport -count=1 -v -timeout 30m ./test/bench/scale -args -docs=$(CURDIR)/docs
+
 ##@ Helm chart (Helm Go SDK, pinned in go.mod)
 
 HELMCHART := $(GO) run ./test/helm/cmd/helmchart

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"slices"
@@ -53,6 +54,9 @@ type Options struct {
 	// process, under the identity a Helm chart grants). Providers and Config
 	// are then unused.
 	ControlPlaneOnly bool
+	// WrapTransport, if set, wraps the transport of the controller's own
+	// client, for benchmarks that count the controller's API requests.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // TestConfig is the controller configuration of the tests: the defaults plus
@@ -126,7 +130,12 @@ func (e *Env) startController(opts Options) error {
 	if opts.Config != nil {
 		opts.Config(&cfg)
 	}
-	mgr, err := controllers.NewManager(e.cp.Config, controllers.ManagerOptions{
+	restCfg := e.cp.Config
+	if opts.WrapTransport != nil {
+		restCfg = rest.CopyConfig(restCfg)
+		restCfg.Wrap(opts.WrapTransport)
+	}
+	mgr, err := controllers.NewManager(restCfg, controllers.ManagerOptions{
 		MetricsBindAddress:     "0",
 		HealthProbeBindAddress: "0",
 		Providers:              reg,

@@ -1,0 +1,193 @@
+//go:build bench
+
+package scale
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/providers/static"
+	"github.com/backendslice/backendslice/test/e2e/framework"
+)
+
+// counter counts the API requests of the clients whose transport it wraps,
+// by verb.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// wrap is for rest.Config.Wrap.
+func (c *counter) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripper{c: c, next: next}
+}
+
+type roundTripper struct {
+	c    *counter
+	next http.RoundTripper
+}
+
+func (t roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.c.mu.Lock()
+	if t.c.n == nil {
+		t.c.n = map[string]int{}
+	}
+	t.c.n[verb(r)]++
+	t.c.mu.Unlock()
+	return t.next.RoundTrip(r)
+}
+
+// verb names a request as the API server's audit log would, except that a
+// get and a list, both GETs, are counted together.
+func verb(r *http.Request) string {
+	switch r.Method {
+	case http.MethodGet:
+		if r.URL.Query().Get("watch") == "true" {
+			return "watch"
+		}
+		return "get/list"
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodDelete:
+		return "delete"
+	}
+	return strings.ToLower(r.Method)
+}
+
+// snapshot copies the counts.
+func (c *counter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.n))
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+// countingStatic is the static provider, counting its calls.
+type countingStatic struct {
+	static.Provider
+	calls *atomic.Int64
+}
+
+func (p countingStatic) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
+	p.calls.Add(1)
+	return p.Provider.Resolve(ctx, req)
+}
+
+// writeKinds and writeVerbs are the labels of backendslice_writes_total.
+var (
+	writeKinds = []string{"Service", "EndpointSlice"}
+	writeVerbs = []string{"create", "update", "delete"}
+)
+
+// sample is the controller's counters at one moment.
+type sample struct {
+	at            time.Time
+	requests      map[string]int
+	writes        map[string]float64 // by "kind verb"
+	reconciles    float64
+	providerCalls int64
+	cpu           time.Duration
+}
+
+// take reads the counters: requests from c, the rest from the controller's
+// metrics, the provider and the process.
+func take(t *testing.T, c *counter, calls *atomic.Int64) sample {
+	t.Helper()
+	s := sample{at: time.Now(), requests: c.snapshot(), writes: map[string]float64{}, providerCalls: calls.Load(), cpu: cpuTime(t)}
+	for _, k := range writeKinds {
+		for _, v := range writeVerbs {
+			s.writes[k+" "+v], _ = framework.MetricValue(t, "backendslice_writes_total", map[string]string{"kind": k, "verb": v})
+		}
+	}
+	s.reconciles, _ = framework.MetricValue(t, "backendslice_reconciles_total", nil)
+	return s
+}
+
+// phase is what happened between two samples.
+type phase struct {
+	Name          string
+	Took          time.Duration
+	Requests      map[string]int
+	Writes        map[string]int
+	Reconciles    int
+	ProviderCalls int
+	CPU           time.Duration
+	// PeakRSSKiB is the process's VmHWM when the phase ended.
+	PeakRSSKiB int
+}
+
+func between(t *testing.T, name string, a, b sample) phase {
+	t.Helper()
+	p := phase{
+		Name: name, Took: b.at.Sub(a.at), Requests: map[string]int{}, Writes: map[string]int{},
+		Reconciles: int(b.reconciles - a.reconciles), ProviderCalls: int(b.providerCalls - a.providerCalls),
+		CPU: b.cpu - a.cpu, PeakRSSKiB: peakRSS(t),
+	}
+	for k, v := range b.requests {
+		if d := v - a.requests[k]; d != 0 {
+			p.Requests[k] = d
+		}
+	}
+	for k, v := range b.writes {
+		if d := int(v - a.writes[k]); d != 0 {
+			p.Writes[k] = d
+		}
+	}
+	return p
+}
+
+// total sums counts.
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// cpuTime is the user and system time of this process.
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// peakRSS is this process's VmHWM in KiB.
+func peakRSS(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal(fmt.Errorf("no VmHWM in /proc/self/status"))
+	return 0
+}

@@ -1,0 +1,173 @@
+//go:build bench
+
+package scale
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/test/e2e/framework"
+)
+
+// docs is where the report goes.
+var docs = flag.String("docs", filepath.Join("..", "..", "..", "docs"), "directory for benchmarks-scale.md")
+
+// only, if set, names the one scenario to run (a or b).
+var only = flag.String("only", "", "run only this scenario (a or b)")
+
+// steady is how long nothing changes in the last phase.
+const steady = 60 * time.Second
+
+// convergeTimeout bounds each wait for the controller.
+const convergeTimeout = 15 * time.Minute
+
+var (
+	// controllerRequests counts the requests of the controller's client.
+	controllerRequests counter
+	// providerCalls counts the static provider's calls.
+	providerCalls atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(framework.Run(m, framework.Options{
+		Providers: func(providers.Waker) ([]providers.Provider, error) {
+			return []providers.Provider{countingStatic{calls: &providerCalls}}, nil
+		},
+		WrapTransport: controllerRequests.wrap,
+	}))
+}
+
+// TestScaleReport converges each scenario from empty and after a 10% change,
+// next to a bare client creating the same objects, then leaves everything
+// alone for a minute, and writes docs/benchmarks-scale.md.
+func TestScaleReport(t *testing.T) {
+	ctx := context.Background()
+	env := framework.E()
+	var bareRequests counter
+	bareCfg := rest.CopyConfig(env.Config())
+	bareCfg.Wrap(bareRequests.wrap)
+	bare, err := client.New(bareCfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addServiceCIDR(t)
+	var results []result
+	for _, sc := range scenarios {
+		if *only != "" && sc.Name != *only {
+			continue
+		}
+		r := result{scenario: sc}
+		initial := sc.backends("ours-"+sc.Name, false)
+
+		bareNS := namespace(t, "bare-"+sc.Name)
+		ps, err := plan(ctx, initial, bareNS, framework.TestConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, start := bareRequests.snapshot(), time.Now()
+		if err := createAll(ctx, bare, ps); err != nil {
+			t.Fatal(err)
+		}
+		r.bareTook = time.Since(start)
+		for k, v := range bareRequests.snapshot() {
+			r.bareRequests += v - before[k]
+		}
+		for _, p := range ps {
+			r.bareObjects += 1 + len(p.slices)
+		}
+
+		ns := namespace(t, "ours-"+sc.Name)
+		a := take(t, &controllerRequests, &providerCalls)
+		for _, xb := range initial {
+			if err := env.Client.Create(ctx, xb); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := waitConverged(ctx, env.Client, ns, want(initial), convergeTimeout); err != nil {
+			t.Fatal(err)
+		}
+		b := take(t, &controllerRequests, &providerCalls)
+		r.phases = append(r.phases, between(t, "from empty", a, b))
+
+		changed := sc.backends(ns, true)
+		for i, xb := range changed {
+			if !specChanged(initial[i], xb) {
+				continue
+			}
+			// The controller's status writes can race the update.
+			if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur := &v1alpha1.ExternalBackend{}
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(xb), cur); err != nil {
+					return err
+				}
+				cur.Spec = xb.Spec
+				return env.Client.Update(ctx, cur)
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := waitConverged(ctx, env.Client, ns, want(changed), convergeTimeout); err != nil {
+			t.Fatal(err)
+		}
+		c := take(t, &controllerRequests, &providerCalls)
+		r.phases = append(r.phases, between(t, "10% change", b, c))
+		results = append(results, r)
+		t.Logf("scenario %s: bare %s, %d requests; %+v", sc.Name, r.bareTook, r.bareRequests, r.phases)
+	}
+
+	a := take(t, &controllerRequests, &providerCalls)
+	time.Sleep(steady)
+	idle := between(t, "no change, 60 s", a, take(t, &controllerRequests, &providerCalls))
+	t.Logf("steady: %+v", idle)
+
+	var md bytes.Buffer
+	writeMarkdown(&md, results, idle)
+	if err := os.WriteFile(filepath.Join(*docs, "benchmarks-scale.md"), md.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// namespace creates namespace name.
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	if err := framework.E().Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// specChanged tells whether the change touched a backend.
+func specChanged(a, b *v1alpha1.ExternalBackend) bool {
+	return !equality.Semantic.DeepEqual(a.Spec, b.Spec)
+}
+
+// addServiceCIDR adds room for the scenarios' 4,000 Services: the control
+// plane's own range is a /24. No kube-controller-manager runs to mark it
+// Ready; the API server's allocator takes a ServiceCIDR without conditions
+// as ready.
+func addServiceCIDR(t *testing.T) {
+	t.Helper()
+	cidr := &networkingv1.ServiceCIDR{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-scale"},
+		Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.100.0.0/16", "fd00:10:100::/112"}},
+	}
+	if err := framework.E().Client.Create(context.Background(), cidr); err != nil {
+		t.Fatal(err)
+	}
+}

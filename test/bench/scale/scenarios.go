@@ -1,0 +1,234 @@
+//go:build bench
+
+package scale
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/desired"
+	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/providers/static"
+)
+
+// scenario is a set of ExternalBackends and the 10% change made to them.
+type scenario struct {
+	Name, Description, Change string
+	// backends builds the specs in namespace ns; changed gives the spec after
+	// the change.
+	backends func(ns string, changed bool) []*v1alpha1.ExternalBackend
+}
+
+// scenarios are (a) one backend of 10,000 IPv4 endpoints in 10 static
+// sources (the CRD caps a source at 1000 endpoints) and (b) 2,000 dual-stack
+// backends of 5 endpoints each.
+var scenarios = []scenario{
+	{
+		Name:        "a",
+		Description: "1 ExternalBackend, 10,000 IPv4 endpoints (10 static sources of 1,000), maxEndpointsPerSlice 100",
+		Change:      "the first 100 addresses of each source replaced (1,000 of 10,000)",
+		backends: func(ns string, changed bool) []*v1alpha1.ExternalBackend {
+			xb := backend(ns, "big", []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4})
+			xb.Spec.MaxEndpointsPerSlice = ptr.To[int32](100)
+			for s := range 10 {
+				var eps []v1alpha1.StaticEndpoint
+				for i := s * 1000; i < (s+1)*1000; i++ {
+					net := 0
+					if changed && i%1000 < 100 {
+						net = 1
+					}
+					eps = append(eps, endpoint(fmt.Sprintf("10.%d.%d.%d", net, i/250, i%250+1)))
+				}
+				xb.Spec.Sources = append(xb.Spec.Sources, v1alpha1.Source{
+					Name: fmt.Sprintf("s%d", s), Static: &v1alpha1.StaticSource{Endpoints: eps},
+				})
+			}
+			return []*v1alpha1.ExternalBackend{xb}
+		},
+	},
+	{
+		Name:        "b",
+		Description: "2,000 ExternalBackends, 5 endpoints each, dual-stack (3 IPv4 + 2 IPv6)",
+		Change:      "one IPv4 address replaced in every other backend (1,000 of 10,000)",
+		backends: func(ns string, changed bool) []*v1alpha1.ExternalBackend {
+			out := make([]*v1alpha1.ExternalBackend, 2000)
+			for j := range out {
+				xb := backend(ns, fmt.Sprintf("b%04d", j), []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4, v1alpha1.AddressTypeIPv6})
+				var eps []v1alpha1.StaticEndpoint
+				for m := range 3 {
+					k := j*3 + m
+					net := 2
+					if changed && m == 0 && j%2 == 0 {
+						net = 3
+					}
+					eps = append(eps, endpoint(fmt.Sprintf("10.%d.%d.%d", net, k/250, k%250+1)))
+				}
+				for m := range 2 {
+					eps = append(eps, endpoint(fmt.Sprintf("2001:db8::%x:%x", j, m+1)))
+				}
+				xb.Spec.Sources = []v1alpha1.Source{{Name: "fixed", Static: &v1alpha1.StaticSource{Endpoints: eps}}}
+				out[j] = xb
+			}
+			return out
+		},
+	},
+}
+
+// backend is an ExternalBackend with every defaulted field set, so that
+// controllers.Render, which runs without the API server's defaulting, sees
+// what the controller sees. Vanished endpoints are removed at once.
+func backend(ns, name string, families []v1alpha1.AddressType) *v1alpha1.ExternalBackend {
+	return &v1alpha1.ExternalBackend{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ExternalBackendSpec{
+			Service: v1alpha1.ServiceSpec{
+				Type:  v1alpha1.ServiceTypeClusterIP,
+				Ports: []v1alpha1.ServicePort{{Name: "pg", Port: 5432, Protocol: "TCP"}},
+			},
+			AddressTypes: families,
+			DrainPeriod:  &metav1.Duration{},
+		},
+	}
+}
+
+func endpoint(addr string) v1alpha1.StaticEndpoint {
+	return v1alpha1.StaticEndpoint{Address: addr, Health: v1alpha1.HealthHealthy}
+}
+
+// want maps each Service name to the addresses its slices must publish.
+func want(xbs []*v1alpha1.ExternalBackend) map[string][]string {
+	out := map[string][]string{}
+	for _, xb := range xbs {
+		for _, s := range xb.Spec.Sources {
+			for _, e := range s.Static.Endpoints {
+				out[xb.Name] = append(out[xb.Name], e.Address)
+			}
+		}
+	}
+	return out
+}
+
+// converged tells why the backends of ns are not yet all Ready for their
+// generation with exactly the wanted addresses in their slices, or nil.
+func converged(ctx context.Context, c client.Client, ns string, addrs map[string][]string) error {
+	var xbs v1alpha1.ExternalBackendList
+	if err := c.List(ctx, &xbs, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	if len(xbs.Items) != len(addrs) {
+		return fmt.Errorf("%d backends, want %d", len(xbs.Items), len(addrs))
+	}
+	for _, xb := range xbs.Items {
+		r := meta.FindStatusCondition(xb.Status.Conditions, v1alpha1.ConditionReady)
+		if r == nil || r.Status != metav1.ConditionTrue || r.ObservedGeneration != xb.Generation || xb.Status.ObservedGeneration != xb.Generation {
+			return fmt.Errorf("%s not Ready for generation %d", xb.Name, xb.Generation)
+		}
+	}
+	var sl discoveryv1.EndpointSliceList
+	if err := c.List(ctx, &sl, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelManagedBy: controllers.ManagedByValue}); err != nil {
+		return err
+	}
+	got := map[string][]string{}
+	for _, s := range sl.Items {
+		svc := s.Labels[discoveryv1.LabelServiceName]
+		for _, e := range s.Endpoints {
+			got[svc] = append(got[svc], e.Addresses...)
+		}
+	}
+	for svc, w := range addrs {
+		g := got[svc]
+		slices.Sort(g)
+		w = slices.Sorted(slices.Values(w))
+		if !slices.Equal(g, w) {
+			return fmt.Errorf("slices of %s publish %d addresses, want %d", svc, len(g), len(w))
+		}
+	}
+	return nil
+}
+
+// waitConverged polls converged until it holds.
+func waitConverged(ctx context.Context, c client.Client, ns string, addrs map[string][]string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := converged(ctx, c, ns, addrs)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not converged after %s: %w", timeout, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// planned is the Service and slices the controller would write for one
+// backend, as controllers.Render computes them.
+type planned struct {
+	svc    *corev1.Service
+	slices []*discoveryv1.EndpointSlice
+}
+
+// plan renders the objects of every backend, moved to namespace ns. Our
+// backend label is taken off so that the controller's watches ignore them,
+// and the Service's owner reference, as no ExternalBackend owns it.
+func plan(ctx context.Context, xbs []*v1alpha1.ExternalBackend, ns string, cfg controllers.Config) ([]planned, error) {
+	out := make([]planned, 0, len(xbs))
+	for _, xb := range xbs {
+		var results []desired.SourceResult
+		for _, src := range xb.Spec.Sources {
+			res, err := static.New().Resolve(ctx, providers.Request{Namespace: ns, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes})
+			if err != nil {
+				return nil, err
+			}
+			results = append(results, desired.SourceResult{Name: src.Name, Endpoints: res.Endpoints})
+		}
+		xb := xb.DeepCopy()
+		xb.Namespace = ns
+		svc, sl, dropped, err := controllers.Render(xb, results, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if len(dropped) > 0 {
+			return nil, fmt.Errorf("%s: %d addresses dropped", xb.Name, len(dropped))
+		}
+		delete(svc.Labels, controllers.BackendLabel)
+		svc.OwnerReferences = nil
+		for _, s := range sl {
+			delete(s.Labels, controllers.BackendLabel)
+		}
+		out = append(out, planned{svc: svc, slices: sl})
+	}
+	return out, nil
+}
+
+// createAll issues the minimal creates, one at a time as the controller's
+// single worker does: each Service, then its slices owned by it.
+func createAll(ctx context.Context, c client.Client, ps []planned) error {
+	for _, p := range ps {
+		svc := p.svc.DeepCopy()
+		if err := c.Create(ctx, svc); err != nil {
+			return fmt.Errorf("creating Service %s: %w", svc.Name, err)
+		}
+		for _, s := range p.slices {
+			s := s.DeepCopy()
+			for i := range s.OwnerReferences {
+				s.OwnerReferences[i].UID = svc.UID
+			}
+			if err := c.Create(ctx, s); err != nil {
+				return fmt.Errorf("creating slice of %s: %w", svc.Name, err)
+			}
+		}
+	}
+	return nil
+}
