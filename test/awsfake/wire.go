@@ -209,30 +209,39 @@ func rdsFilterMatch(fs []filter, instance, cluster string) (bool, *apiError) {
 	return true, nil
 }
 
-func (s *Server) describeDBInstances(form url.Values) (any, *apiError) {
+// rdsPage selects the identifiers an RDS Describe call asks for, as AWS
+// does: the one named by idField (NotFound when it does not exist), those
+// the filters match (match gives an identifier's instance and cluster ids),
+// one page of MaxRecords after Marker.
+func (s *Server) rdsPage(form url.Values, idField string, all []string, notFound apiError,
+	match func(id string) (instance, cluster string)) (ids []string, next string, aerr *apiError) {
 	size, aerr := maxItems(form, "MaxRecords", 20, 100, 100)
 	if aerr != nil {
-		return nil, aerr
+		return nil, "", aerr
 	}
 	fs := filters(form, "Filters.Filter", "Values.Value")
-	one := form.Get("DBInstanceIdentifier")
-	if one != "" {
-		if _, ok := s.instances[one]; !ok {
-			return nil, &apiError{"DBInstanceNotFound", "DBInstance " + one + " not found."}
-		}
+	one := form.Get(idField)
+	if one != "" && !slices.Contains(all, one) {
+		notFound.msg = strings.ReplaceAll(notFound.msg, "%s", one)
+		return nil, "", &notFound
 	}
-	var ids []string
-	for _, id := range slices.Sorted(maps.Keys(s.instances)) {
-		i := s.instances[id]
-		ok, aerr := rdsFilterMatch(fs, id, i.Cluster)
+	for _, id := range all {
+		instance, cluster := match(id)
+		ok, aerr := rdsFilterMatch(fs, instance, cluster)
 		if aerr != nil {
-			return nil, aerr
+			return nil, "", aerr
 		}
 		if ok && (one == "" || one == id) {
 			ids = append(ids, id)
 		}
 	}
-	ids, next, aerr := page(ids, form.Get("Marker"), size, s.pageLimit)
+	return page(ids, form.Get("Marker"), size, s.pageLimit)
+}
+
+func (s *Server) describeDBInstances(form url.Values) (any, *apiError) {
+	ids, next, aerr := s.rdsPage(form, "DBInstanceIdentifier", slices.Sorted(maps.Keys(s.instances)),
+		apiError{"DBInstanceNotFound", "DBInstance %s not found."},
+		func(id string) (string, string) { return id, s.instances[id].Cluster })
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -256,28 +265,9 @@ func (s *Server) describeDBInstances(form url.Values) (any, *apiError) {
 }
 
 func (s *Server) describeDBClusters(form url.Values) (any, *apiError) {
-	size, aerr := maxItems(form, "MaxRecords", 20, 100, 100)
-	if aerr != nil {
-		return nil, aerr
-	}
-	fs := filters(form, "Filters.Filter", "Values.Value")
-	one := form.Get("DBClusterIdentifier")
-	if one != "" {
-		if _, ok := s.clusters[one]; !ok {
-			return nil, &apiError{"DBClusterNotFoundFault", "DBCluster " + one + " not found."}
-		}
-	}
-	var ids []string
-	for _, id := range slices.Sorted(maps.Keys(s.clusters)) {
-		ok, aerr := rdsFilterMatch(fs, "", id)
-		if aerr != nil {
-			return nil, aerr
-		}
-		if ok && (one == "" || one == id) {
-			ids = append(ids, id)
-		}
-	}
-	ids, next, aerr := page(ids, form.Get("Marker"), size, s.pageLimit)
+	ids, next, aerr := s.rdsPage(form, "DBClusterIdentifier", slices.Sorted(maps.Keys(s.clusters)),
+		apiError{"DBClusterNotFoundFault", "DBCluster %s not found."},
+		func(id string) (string, string) { return "", id })
 	if aerr != nil {
 		return nil, aerr
 	}
