@@ -64,6 +64,8 @@ func (f *controllerFlags) bind(cmd *cobra.Command) {
 	fs.StringSliceVar(&f.deniedCIDRs, "denied-cidrs", controllers.DefaultDeniedCIDRs(), "networks no endpoint may be in: cloud metadata addresses, and add the cluster's Pod and Service ranges")
 	fs.StringSliceVar(&f.manager.Config.DeniedNames, "denied-names", controllers.DefaultDeniedNames(), "DNS names no FQDN endpoint may have (*.example.com denies every name under it)")
 	fs.DurationVar(&f.manager.Config.ResolveTimeout, "resolve-timeout", 10*time.Second, "longest time one provider call may take")
+	fs.DurationVar(&f.manager.Config.Coalesce.Quiet, "coalesce-quiet", 0, "hold a provider change until the backend's endpoints have been quiet this long, folding a burst into one write per slice; 0 publishes every change at once")
+	fs.DurationVar(&f.manager.Config.Coalesce.Max, "coalesce-max", 5*time.Second, "longest a provider change is held while the endpoints keep changing (with --coalesce-quiet)")
 	f.dns.BindFlags(fs)
 	f.consul.BindFlags(fs)
 	f.aws.BindFlags(fs)
@@ -79,6 +81,9 @@ func (f *controllerFlags) complete() error {
 	}
 	if f.manager.Config.DefaultDrainPeriod < 0 {
 		return fmt.Errorf("--default-drain-period=%s: must not be negative", f.manager.Config.DefaultDrainPeriod)
+	}
+	if err := f.manager.Config.Coalesce.Validate(); err != nil {
+		return err
 	}
 	f.manager.Config.DeniedPrefixes = nil
 	for _, c := range f.deniedCIDRs {

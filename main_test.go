@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -34,5 +35,32 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestControllerFlagsRejected checks that bad flags stop the controller
+// before it starts, with a message naming the flag.
+func TestControllerFlagsRejected(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"slice size":             {[]string{"--max-endpoints-per-slice=0"}, "--max-endpoints-per-slice=0: must be between 1 and 1000"},
+		"negative drain":         {[]string{"--default-drain-period=-1s"}, "--default-drain-period=-1s: must not be negative"},
+		"negative quiet":         {[]string{"--coalesce-quiet=-1s"}, "--coalesce-quiet=-1s: must not be negative"},
+		"max shorter than quiet": {[]string{"--coalesce-quiet=2s", "--coalesce-max=1s"}, "--coalesce-max=1s: must be at least --coalesce-quiet=2s"},
+		"denied CIDR":            {[]string{"--denied-cidrs=10.0.0.1"}, `--denied-cidrs: "10.0.0.1" is not a CIDR`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			cmd := controllerCommand()
+			cmd.SetArgs(c.args)
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			err := cmd.Execute()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+		})
 	}
 }

@@ -7,6 +7,8 @@ package controllers
 import (
 	"net/netip"
 	"time"
+
+	"github.com/backendslice/backendslice/controllers/coalesce"
 )
 
 // Names fixed by the design: labels our objects carry and the field manager.
@@ -32,6 +34,9 @@ type Config struct {
 	DeniedNames []string
 	// ResolveTimeout bounds one provider call.
 	ResolveTimeout time.Duration
+	// Coalesce folds bursts of provider changes into one write; off when
+	// its quiet time is zero.
+	Coalesce coalesce.Window
 }
 
 // DefaultDeniedCIDRs are the cloud metadata addresses that the API server

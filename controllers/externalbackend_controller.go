@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers/coalesce"
 	"github.com/backendslice/backendslice/controllers/desired"
 	"github.com/backendslice/backendslice/providers"
 )
@@ -52,7 +54,10 @@ type Reconciler struct {
 
 	validate *validator.Validate
 	waker    *ChannelWaker
-	known    *lastKnown
+	// known holds each source's last successful answer, by source name.
+	known *perBackend[map[string][]providers.Endpoint]
+	// bursts holds the coalescing window's state.
+	bursts *perBackend[coalesce.State]
 }
 
 // reconcileState is what one reconcile learns and decides, passed along its steps.
@@ -65,7 +70,8 @@ type reconcileState struct {
 	endpoints []desired.Endpoint
 	dropped   []v1alpha1.DroppedAddress
 	draining  []v1alpha1.DrainingEndpoint
-	// requeueAfter is the earliest time a provider or a drain wants another look.
+	// requeueAfter is the earliest time a provider, a drain or the
+	// coalescing window wants another look.
 	requeueAfter time.Duration
 	// existing are the slices we manage, as the cache has them.
 	existing []discoveryv1.EndpointSlice
@@ -95,6 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(req.Namespace, req.Name)
 			r.known.forget(req.NamespacedName)
+			r.bursts.forget(req.NamespacedName)
 			r.Providers.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -122,6 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	for _, step := range []func(context.Context, *reconcileState) error{
 		r.resolve,
 		r.ensureService,
+		r.coalesce,
 		r.syncSlices,
 	} {
 		if err := step(ctx, st); err != nil {
@@ -167,13 +175,23 @@ func (r *Reconciler) finish(ctx context.Context, before *v1alpha1.ExternalBacken
 		"ready", xb.Status.Endpoints.Ready, "slices", xb.Status.Slices, "requeueAfter", st.requeueAfter)
 	r.announce(before, xb)
 	r.Metrics.endpoints(xb)
-	if patchErr := r.Status().Patch(ctx, xb, client.MergeFrom(before)); patchErr != nil && !apierrors.IsNotFound(patchErr) {
+	if patchErr := r.patchStatus(ctx, before, xb); patchErr != nil {
 		return errors.Join(err, fmt.Errorf("patching status: %w", patchErr))
 	}
 	if err != nil {
 		return err
 	}
 	return out.retry
+}
+
+// patchStatus sends the status change, if there is one: a reconcile that
+// changed nothing, such as the one our own slice writes trigger, costs the
+// API server no request.
+func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.ExternalBackend) error {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Status().Patch(ctx, after, client.MergeFrom(before)))
 }
 
 // announce emits an event when the Ready condition or the set of dropped
@@ -219,7 +237,8 @@ func retryLimiter() workqueue.TypedRateLimiter[ctrl.Request] {
 // and the Services and EndpointSlices they own, so drift is reverted.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.validate = newValidator()
-	r.known = newLastKnown()
+	r.known = newPerBackend[map[string][]providers.Endpoint]()
+	r.bursts = newPerBackend[coalesce.State]()
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}

@@ -15,6 +15,7 @@ type Metrics struct {
 	duration   prometheus.Histogram
 	writes     *prometheus.CounterVec
 	published  *prometheus.GaugeVec
+	held       prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -37,8 +38,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "backendslice_endpoints",
 			Help: "Published endpoints of each ExternalBackend by condition (ready, serving, terminating, total).",
 		}, []string{"namespace", "name", "condition"}),
+		held: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "backendslice_changes_held_total",
+			Help: "Reconciles whose provider changes the coalescing window held back (--coalesce-quiet).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.writes, m.published} {
+	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.writes, m.published, m.held} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -56,6 +61,8 @@ func (m *Metrics) reconciled(err error, took time.Duration) {
 }
 
 func (m *Metrics) write(kind, verb string) { m.writes.WithLabelValues(kind, verb).Inc() }
+
+func (m *Metrics) heldBack() { m.held.Inc() }
 
 func (m *Metrics) endpoints(xb *v1alpha1.ExternalBackend) {
 	c := xb.Status.Endpoints

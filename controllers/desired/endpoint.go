@@ -7,6 +7,8 @@ package desired
 
 import (
 	"cmp"
+	"fmt"
+	"hash/fnv"
 	"slices"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -109,4 +111,21 @@ func Groups(eps []Endpoint) []endpointslices.Group {
 		out = append(out, *g)
 	}
 	return out
+}
+
+// Fingerprint sums a hash of each endpoint, every field included, so that
+// two lists of the same endpoints in any order have the same fingerprint and
+// a change to any endpoint changes it. The coalescing window compares
+// fingerprints instead of keeping every backend's endpoints.
+func Fingerprint(eps []Endpoint) uint64 {
+	var sum uint64
+	for _, e := range eps {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%t\x00%t", e.AddressType, e.Address, e.Zone, e.Hostname, e.Serving, e.Terminating)
+		for _, p := range e.Ports {
+			fmt.Fprintf(h, "\x00%s/%s/%d/%s", ptr.Deref(p.Name, ""), ptr.Deref(p.Protocol, ""), ptr.Deref(p.Port, 0), ptr.Deref(p.AppProtocol, ""))
+		}
+		sum += h.Sum64()
+	}
+	return sum
 }

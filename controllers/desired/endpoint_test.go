@@ -201,3 +201,34 @@ func TestGroupsByPortSet(t *testing.T) {
 		t.Errorf("six port sets gave %d group(s), want 6", len(distinct))
 	}
 }
+
+func TestFingerprint(t *testing.T) {
+	a := Endpoint{AddressType: discoveryv1.AddressTypeIPv4, Address: "10.0.0.1", Zone: "a", Serving: true,
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To[int32](5432)}}}
+	b := Endpoint{AddressType: discoveryv1.AddressTypeIPv6, Address: "2001:db8::1", Hostname: "db-1", Serving: true}
+	base := Fingerprint([]Endpoint{a, b})
+	if got := Fingerprint([]Endpoint{b, a}); got != base {
+		t.Errorf("order changed the fingerprint: %x, want %x", got, base)
+	}
+	if Fingerprint(nil) == base {
+		t.Error("no endpoints have the fingerprint of two")
+	}
+	changes := map[string]func(*Endpoint){
+		"address":     func(e *Endpoint) { e.Address = "10.0.0.2" },
+		"family":      func(e *Endpoint) { e.AddressType = discoveryv1.AddressTypeFQDN },
+		"zone":        func(e *Endpoint) { e.Zone = "b" },
+		"hostname":    func(e *Endpoint) { e.Hostname = "db-0" },
+		"serving":     func(e *Endpoint) { e.Serving = false },
+		"terminating": func(e *Endpoint) { e.Terminating = true },
+		"port":        func(e *Endpoint) { e.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To[int32](5433)}} },
+		"port name":   func(e *Endpoint) { e.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("sql"), Port: ptr.To[int32](5432)}} },
+		"no ports":    func(e *Endpoint) { e.Ports = nil },
+	}
+	for name, change := range changes {
+		c := a
+		change(&c)
+		if Fingerprint([]Endpoint{c, b}) == base {
+			t.Errorf("changing the %s left the fingerprint as it was", name)
+		}
+	}
+}

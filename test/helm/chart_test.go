@@ -281,11 +281,13 @@ func TestFlags(t *testing.T) {
 	}{
 		{"default", "", []string{
 			"--max-endpoints-per-slice=100", "--default-drain-period=30s", "--resolve-timeout=10s",
+			"--coalesce-quiet=0s", "--coalesce-max=5s",
 			"--denied-cidrs=fd00:ec2::254/128,100.100.100.200/32",
 			"--denied-names=metadata.google.internal,metadata.goog", "--zap-log-level=info",
 		}},
 		{"production", "testdata/values-production.yaml", []string{
 			"--max-endpoints-per-slice=250", "--default-drain-period=1m", "--resolve-timeout=15s",
+			"--coalesce-quiet=1s", "--coalesce-max=5s",
 			"--denied-cidrs=fd00:ec2::254/128,100.100.100.200/32,10.0.0.0/16,172.20.0.0/16,fd00:10:96::/112",
 			"--denied-names=metadata.google.internal,metadata.goog,*.cluster.local", "--zap-log-level=debug",
 			"--aws-allowed-role-arns=arn:aws:iam::123456789012:role/rds-reader,arn:aws:iam::210987654321:role/ec2-reader",
@@ -329,6 +331,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"too many endpoints per slice", "controller: {maxEndpointsPerSlice: 1001}", []string{"/controller/maxEndpointsPerSlice", "maximum"}},
 		{"drain period in words", "controller: {defaultDrainPeriod: 30 seconds}", []string{"/controller/defaultDrainPeriod", "does not match pattern"}},
 		{"resolve timeout as a number", "controller: {resolveTimeout: 10}", []string{"/controller/resolveTimeout", "want string"}},
+		{"coalesce quiet not a duration", "controller: {coalesce: {quiet: soon}}", []string{"/controller/coalesce/quiet"}},
+		{"coalesce with an unknown key", "controller: {coalesce: {window: 1s}}", []string{"window"}},
 		{"address for a CIDR", "controller: {deniedCIDRs: [10.0.0.1]}", []string{"/controller/deniedCIDRs/0", "does not match pattern"}},
 		{"denied name with a scheme", "controller: {deniedNames: [\"http://metadata\"]}", []string{"/controller/deniedNames/0"}},
 		{"unknown log level", "controller: {logLevel: verbose}", []string{"/controller/logLevel", "debug", "info", "error"}},

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -121,7 +122,7 @@ func want(xbs []*v1alpha1.ExternalBackend) map[string][]string {
 
 // converged tells why the backends of ns are not yet all Ready for their
 // generation with exactly the wanted addresses in their slices, or nil.
-func converged(ctx context.Context, c client.Client, ns string, addrs map[string][]string) error {
+func converged(ctx context.Context, c client.Reader, ns string, addrs map[string][]string) error {
 	var xbs v1alpha1.ExternalBackendList
 	if err := c.List(ctx, &xbs, client.InNamespace(ns)); err != nil {
 		return err
@@ -129,11 +130,15 @@ func converged(ctx context.Context, c client.Client, ns string, addrs map[string
 	if len(xbs.Items) != len(addrs) {
 		return fmt.Errorf("%d backends, want %d", len(xbs.Items), len(addrs))
 	}
+	var notReady []string
 	for _, xb := range xbs.Items {
 		r := meta.FindStatusCondition(xb.Status.Conditions, v1alpha1.ConditionReady)
 		if r == nil || r.Status != metav1.ConditionTrue || r.ObservedGeneration != xb.Generation || xb.Status.ObservedGeneration != xb.Generation {
-			return fmt.Errorf("%s not Ready for generation %d", xb.Name, xb.Generation)
+			notReady = append(notReady, xb.Name)
 		}
+	}
+	if len(notReady) > 0 {
+		return fmt.Errorf("%d backends not Ready for their generation, first %s", len(notReady), notReady[0])
 	}
 	var sl discoveryv1.EndpointSliceList
 	if err := c.List(ctx, &sl, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelManagedBy: controllers.ManagedByValue}); err != nil {
@@ -157,16 +162,22 @@ func converged(ctx context.Context, c client.Client, ns string, addrs map[string
 	return nil
 }
 
-// waitConverged polls converged until it holds.
-func waitConverged(ctx context.Context, c client.Client, ns string, addrs map[string][]string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+// waitConverged checks converged every 250 ms until it holds, telling what
+// is missing every half minute.
+func waitConverged(ctx context.Context, t *testing.T, c client.Reader, ns string, addrs map[string][]string, timeout time.Duration) error {
+	start := time.Now()
+	lastLog := start
 	for {
 		err := converged(ctx, c, ns, addrs)
 		if err == nil {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if time.Since(start) > timeout {
 			return fmt.Errorf("not converged after %s: %w", timeout, err)
+		}
+		if time.Since(lastLog) > 30*time.Second {
+			t.Logf("%s after %s: %v", ns, time.Since(start).Round(time.Second), err)
+			lastLog = time.Now()
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
