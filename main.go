@@ -58,6 +58,9 @@ func (f *controllerFlags) bind(cmd *cobra.Command) {
 	fs.StringVar(&f.manager.MetricsBindAddress, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	fs.StringVar(&f.manager.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address the /healthz and /readyz probes bind to")
 	fs.BoolVar(&f.manager.LeaderElection, "leader-elect", false, "elect a leader so that only one replica reconciles at a time")
+	fs.IntVar(&f.manager.Concurrency, "concurrent", controllers.DefaultConcurrency, "how many ExternalBackends are reconciled at once")
+	fs.Float32Var(&f.manager.KubeAPIQPS, "kube-api-qps", 50, "queries per second the controller may send the API server (client-side limit)")
+	fs.IntVar(&f.manager.KubeAPIBurst, "kube-api-burst", 100, "burst of queries above --kube-api-qps")
 	fs.StringVar(&f.manager.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the controller's own)")
 	fs.Int32Var(&f.manager.Config.MaxEndpointsPerSlice, "max-endpoints-per-slice", 100, "endpoints per EndpointSlice where the spec sets none (1-1000)")
 	fs.DurationVar(&f.manager.Config.DefaultDrainPeriod, "default-drain-period", 30*time.Second, "how long a vanished endpoint stays as terminating where the spec sets no drainPeriod")
@@ -76,6 +79,12 @@ func (f *controllerFlags) bind(cmd *cobra.Command) {
 
 // complete checks the flags and builds what they describe.
 func (f *controllerFlags) complete() error {
+	if f.manager.Concurrency < 1 {
+		return fmt.Errorf("--concurrent=%d: must be at least 1", f.manager.Concurrency)
+	}
+	if f.manager.KubeAPIQPS <= 0 || f.manager.KubeAPIBurst < 1 {
+		return fmt.Errorf("--kube-api-qps=%g --kube-api-burst=%d: both must be positive", f.manager.KubeAPIQPS, f.manager.KubeAPIBurst)
+	}
 	if n := f.manager.Config.MaxEndpointsPerSlice; n < 1 || n > 1000 {
 		return fmt.Errorf("--max-endpoints-per-slice=%d: must be between 1 and 1000", n)
 	}

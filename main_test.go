@@ -45,6 +45,8 @@ func TestControllerFlagsRejected(t *testing.T) {
 		args []string
 		want string
 	}{
+		"no workers":             {[]string{"--concurrent=0"}, "--concurrent=0: must be at least 1"},
+		"no requests":            {[]string{"--kube-api-qps=0"}, "--kube-api-qps=0 --kube-api-burst=100: both must be positive"},
 		"slice size":             {[]string{"--max-endpoints-per-slice=0"}, "--max-endpoints-per-slice=0: must be between 1 and 1000"},
 		"negative drain":         {[]string{"--default-drain-period=-1s"}, "--default-drain-period=-1s: must not be negative"},
 		"negative quiet":         {[]string{"--coalesce-quiet=-1s"}, "--coalesce-quiet=-1s: must not be negative"},

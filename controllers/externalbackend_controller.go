@@ -54,6 +54,8 @@ type Reconciler struct {
 
 	validate *validator.Validate
 	waker    *ChannelWaker
+	// workers is how many backends are reconciled at once.
+	workers int
 	// known holds each source's last successful answer, by source name.
 	known *perBackend[map[string][]providers.Endpoint]
 	// bursts holds the coalescing window's state.
@@ -255,7 +257,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Service{}, byBackendLabel).
 		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel).
 		Named("externalbackend").
-		WithOptions(controller.Options{RateLimiter: retryLimiter()})
+		WithOptions(controller.Options{RateLimiter: retryLimiter(), MaxConcurrentReconciles: r.workers})
 	if r.waker != nil {
 		b = b.WatchesRawSource(source.Channel(r.waker.events, &handler.EnqueueRequestForObject{}))
 	}

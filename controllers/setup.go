@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,7 +44,19 @@ type ManagerOptions struct {
 	SkipNameValidation bool
 	// MetricsRegistry takes our metrics; nil means controller-runtime's.
 	MetricsRegistry ctrlmetrics.RegistererGatherer
+	// Concurrency is how many backends are reconciled at once; zero means
+	// DefaultConcurrency.
+	Concurrency int
+	// KubeAPIQPS and KubeAPIBurst limit the controller's requests to the
+	// API server; zero keeps the rest config's own limits.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 }
+
+// DefaultConcurrency is how many backends are reconciled at once unless
+// told otherwise. A reconcile mostly waits: on providers, and on the API
+// server's consistent reads before it places endpoints.
+const DefaultConcurrency = 4
 
 // NewScheme is the scheme of every object the controller reads or writes.
 func NewScheme() (*runtime.Scheme, error) {
@@ -71,6 +84,11 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	ourObjects := cache.ByObject{Label: labels.NewSelector().Add(*ours)}
+	if opts.KubeAPIQPS != 0 || opts.KubeAPIBurst != 0 {
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS = cmp.Or(opts.KubeAPIQPS, cfg.QPS)
+		cfg.Burst = cmp.Or(opts.KubeAPIBurst, cfg.Burst)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
@@ -106,6 +124,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		Config:    opts.Config,
 		Metrics:   metrics,
 		waker:     opts.Waker,
+		workers:   cmp.Or(opts.Concurrency, DefaultConcurrency),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up controller: %w", err)

@@ -106,6 +106,34 @@ func (p Plan) Empty() bool {
 	return len(p.Create) == 0 && len(p.Update) == 0 && len(p.Delete) == 0
 }
 
+// Places reports whether the plan puts an endpoint into a slice that did
+// not hold it in existing (the slices the plan was computed from): any
+// create, or an update that adds an address. Only such a write can give an
+// endpoint a second copy when a slice existing misses already holds it; an
+// update that changes endpoints in place (health, zone) cannot, and its
+// resourceVersion precondition refuses it if the slice itself moved on.
+func (p Plan) Places(existing []discoveryv1.EndpointSlice) bool {
+	if len(p.Create) > 0 {
+		return true
+	}
+	held := map[string]map[string]bool{}
+	for _, s := range existing {
+		addrs := map[string]bool{}
+		for i := range s.Endpoints {
+			addrs[firstAddress(&s.Endpoints[i])] = true
+		}
+		held[s.Name] = addrs
+	}
+	for _, s := range p.Update {
+		for i := range s.Endpoints {
+			if !held[s.Name][firstAddress(&s.Endpoints[i])] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Compute returns the fewest writes that make the slices we own publish
 // exactly the desired endpoints. It never changes its input, and the same
 // input, in any order, always yields the same plan.

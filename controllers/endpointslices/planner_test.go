@@ -654,3 +654,51 @@ func TestPlanEmpty(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanPlaces checks which plans put an endpoint where the cache did not
+// have it, the ones the controller reads the live slices for.
+func TestPlanPlaces(t *testing.T) {
+	notReady := func(addr string) discoveryv1.Endpoint {
+		ep := ready(addr)
+		ep.Conditions.Ready = ptr(false)
+		return ep
+	}
+	zoned := func(addr string) discoveryv1.Endpoint {
+		ep := ready(addr)
+		ep.Zone = ptr("zone-b")
+		return ep
+	}
+	existing := []discoveryv1.EndpointSlice{
+		slice("db-ipv4-0", ipv4, port, endpoints(span(v4, 0, 3))),
+		slice("db-ipv4-1", ipv4, port, endpoints(span(v4, 3, 6))),
+	}
+	for _, tc := range []struct {
+		name    string
+		desired []discoveryv1.Endpoint
+		max     int
+		want    bool
+	}{
+		{"nothing changes", endpoints(span(v4, 0, 6)), 3, false},
+		{"health flips in place", []discoveryv1.Endpoint{notReady(v4(0)), ready(v4(1)), ready(v4(2)), ready(v4(3)), notReady(v4(4)), ready(v4(5))}, 3, false},
+		{"zone moves in place", []discoveryv1.Endpoint{zoned(v4(0)), ready(v4(1)), ready(v4(2)), ready(v4(3)), ready(v4(4)), zoned(v4(5))}, 3, false},
+		{"endpoints removed", endpoints(span(v4, 0, 2), span(v4, 3, 6)), 3, false},
+		{"an endpoint added to a slice with room", endpoints(span(v4, 0, 7)), 4, true},
+		{"an endpoint added that needs a new slice", endpoints(span(v4, 0, 7)), 3, true},
+		{"an endpoint replaced", endpoints(span(v4, 0, 5), span(v4, 6, 7)), 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Input{
+				Template:             template(),
+				Desired:              []Group{group(ipv4, port, tc.desired)},
+				Existing:             existing,
+				TakenNames:           names(existing),
+				MaxEndpointsPerSlice: tc.max,
+			}
+			plan := Compute(in)
+			if got := plan.Places(existing); got != tc.want {
+				t.Errorf("Places = %v, want %v (creates %d, updates %d, deletes %d)", got, tc.want, len(plan.Create), len(plan.Update), len(plan.Delete))
+			}
+			checkInvariants(t, in, apply(t, in, plan))
+		})
+	}
+}

@@ -280,12 +280,14 @@ func TestFlags(t *testing.T) {
 		want []string
 	}{
 		{"default", "", []string{
+			"--concurrent=4", "--kube-api-qps=50", "--kube-api-burst=100",
 			"--max-endpoints-per-slice=100", "--default-drain-period=30s", "--resolve-timeout=10s",
 			"--coalesce-quiet=0s", "--coalesce-max=5s",
 			"--denied-cidrs=fd00:ec2::254/128,100.100.100.200/32",
 			"--denied-names=metadata.google.internal,metadata.goog", "--zap-log-level=info",
 		}},
 		{"production", "testdata/values-production.yaml", []string{
+			"--concurrent=8", "--kube-api-qps=100", "--kube-api-burst=200",
 			"--max-endpoints-per-slice=250", "--default-drain-period=1m", "--resolve-timeout=15s",
 			"--coalesce-quiet=1s", "--coalesce-max=5s",
 			"--denied-cidrs=fd00:ec2::254/128,100.100.100.200/32,10.0.0.0/16,172.20.0.0/16,fd00:10:96::/112",
@@ -331,6 +333,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"too many endpoints per slice", "controller: {maxEndpointsPerSlice: 1001}", []string{"/controller/maxEndpointsPerSlice", "maximum"}},
 		{"drain period in words", "controller: {defaultDrainPeriod: 30 seconds}", []string{"/controller/defaultDrainPeriod", "does not match pattern"}},
 		{"resolve timeout as a number", "controller: {resolveTimeout: 10}", []string{"/controller/resolveTimeout", "want string"}},
+		{"no workers", "controller: {concurrent: 0}", []string{"/controller/concurrent", "minimum"}},
+		{"zero QPS", "controller: {kubeAPIQPS: 0}", []string{"/controller/kubeAPIQPS"}},
 		{"coalesce quiet not a duration", "controller: {coalesce: {quiet: soon}}", []string{"/controller/coalesce/quiet"}},
 		{"coalesce with an unknown key", "controller: {coalesce: {window: 1s}}", []string{"window"}},
 		{"address for a CIDR", "controller: {deniedCIDRs: [10.0.0.1]}", []string{"/controller/deniedCIDRs/0", "does not match pattern"}},

@@ -5,6 +5,7 @@ package scale
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -107,13 +108,14 @@ func endpoint(addr string) v1alpha1.StaticEndpoint {
 	return v1alpha1.StaticEndpoint{Address: addr, Health: v1alpha1.HealthHealthy}
 }
 
-// want maps each Service name to the addresses its slices must publish.
+// want maps each Service name to the addresses its slices must publish, in
+// the canonical form the slices have them (2001:db8::0:1 is 2001:db8::1).
 func want(xbs []*v1alpha1.ExternalBackend) map[string][]string {
 	out := map[string][]string{}
 	for _, xb := range xbs {
 		for _, s := range xb.Spec.Sources {
 			for _, e := range s.Static.Endpoints {
-				out[xb.Name] = append(out[xb.Name], e.Address)
+				out[xb.Name] = append(out[xb.Name], netip.MustParseAddr(e.Address).String())
 			}
 		}
 	}
