@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -225,22 +226,31 @@ func plan(ctx context.Context, xbs []*v1alpha1.ExternalBackend, ns string, cfg c
 	return out, nil
 }
 
-// createAll issues the minimal creates, one at a time as the controller's
-// single worker does: each Service, then its slices owned by it.
+// createAll issues the minimal creates with as many backends at once as
+// the controller's workers take (controllers.DefaultConcurrency): each
+// Service, then the slices it owns, one after another.
 func createAll(ctx context.Context, c client.Client, ps []planned) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(controllers.DefaultConcurrency)
 	for _, p := range ps {
-		svc := p.svc.DeepCopy()
-		if err := c.Create(ctx, svc); err != nil {
-			return fmt.Errorf("creating Service %s: %w", svc.Name, err)
+		g.Go(func() error { return createOne(ctx, c, p) })
+	}
+	return g.Wait()
+}
+
+// createOne creates one backend's Service, then its slices.
+func createOne(ctx context.Context, c client.Client, p planned) error {
+	svc := p.svc.DeepCopy()
+	if err := c.Create(ctx, svc); err != nil {
+		return fmt.Errorf("creating Service %s: %w", svc.Name, err)
+	}
+	for _, s := range p.slices {
+		s := s.DeepCopy()
+		for i := range s.OwnerReferences {
+			s.OwnerReferences[i].UID = svc.UID
 		}
-		for _, s := range p.slices {
-			s := s.DeepCopy()
-			for i := range s.OwnerReferences {
-				s.OwnerReferences[i].UID = svc.UID
-			}
-			if err := c.Create(ctx, s); err != nil {
-				return fmt.Errorf("creating slice of %s: %w", svc.Name, err)
-			}
+		if err := c.Create(ctx, s); err != nil {
+			return fmt.Errorf("creating slice of %s: %w", svc.Name, err)
 		}
 	}
 	return nil
