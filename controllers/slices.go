@@ -69,11 +69,8 @@ func (r *Reconciler) syncSlices(ctx context.Context, st *reconcileState) error {
 		}
 		r.Metrics.write("EndpointSlice", "delete")
 	}
-	if !plan.Empty() {
-		r.event(st.xb, corev1.EventTypeNormal, "EndpointSlicesSynced", "Sync",
-			"EndpointSlices of Service %s: %d created, %d updated, %d deleted",
-			st.serviceName, len(plan.Create), len(plan.Update), len(plan.Delete))
-	}
+	// No event per sync: it would be a second API write for every slice
+	// write, the very load the planner saves. Status and metrics count them.
 	return nil
 }
 

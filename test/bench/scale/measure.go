@@ -131,6 +131,9 @@ type phase struct {
 	CPU           time.Duration
 	// PeakRSSKiB is the process's VmHWM when the phase ended.
 	PeakRSSKiB int
+	// SpecWrites is how long the test's own ExternalBackend creates or
+	// updates took, inside Took: the API server's admission of the specs.
+	SpecWrites time.Duration
 }
 
 func between(t *testing.T, name string, a, b sample) phase {

@@ -102,13 +102,16 @@ func TestScaleReport(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		specWrites := time.Since(a.at)
 		if err := waitConverged(ctx, t, watcher, ns, want(initial), convergeTimeout); err != nil {
 			t.Fatal(err)
 		}
 		b := take(t, &controllerRequests, &providerCalls)
 		r.phases = append(r.phases, between(t, "from empty", a, b))
+		r.phases[0].SpecWrites = specWrites
 
 		changed := sc.backends(ns, true)
+		b.at = time.Now()
 		for i, xb := range changed {
 			if !specChanged(initial[i], xb) {
 				continue
@@ -125,11 +128,13 @@ func TestScaleReport(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		specWrites = time.Since(b.at)
 		if err := waitConverged(ctx, t, watcher, ns, want(changed), convergeTimeout); err != nil {
 			t.Fatal(err)
 		}
 		c := take(t, &controllerRequests, &providerCalls)
 		r.phases = append(r.phases, between(t, "10% change", b, c))
+		r.phases[1].SpecWrites = specWrites
 		results = append(results, r)
 		t.Logf("scenario %s: bare %s, %d requests; %+v", sc.Name, r.bareTook, r.bareRequests, r.phases)
 	}

@@ -22,10 +22,8 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/controllers/coalesce"
-	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/consul"
 	"github.com/backendslice/backendslice/providers/consul/consultest"
-	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -38,29 +36,9 @@ var window = coalesce.Window{Quiet: 2 * time.Second, Max: 6 * time.Second}
 var agent *consultest.Agent
 
 func TestMain(m *testing.M) {
-	a, err := consultest.Start(consultest.Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	agent = a
-	var provider *consul.Provider
-	code := framework.Run(m, framework.Options{
-		Config: func(c *controllers.Config) { c.Coalesce = window },
-		Providers: func(w providers.Waker) ([]providers.Provider, error) {
-			p, err := consul.New(consul.Options{Address: a.Addr}, w)
-			provider = p
-			return []providers.Provider{static.New(), p}, err
-		},
-	})
-	if provider != nil {
-		provider.Close()
-	}
-	if err := a.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the Consul agent:", err)
-		code = max(code, 1)
-	}
-	os.Exit(code)
+	os.Exit(framework.RunWithConsul(m, consultest.Config{}, consul.Options{},
+		framework.Options{Config: func(c *controllers.Config) { c.Coalesce = window }},
+		func(c framework.Consul) { agent = c.Agent }))
 }
 
 // start registers instances of service, one per address, and creates a

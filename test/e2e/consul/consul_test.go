@@ -17,10 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/consul"
 	"github.com/backendslice/backendslice/providers/consul/consultest"
-	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -36,30 +34,13 @@ var (
 const agentNode = "e2e-node"
 
 func TestMain(m *testing.M) {
-	a, err := consultest.Start(consultest.Config{Node: agentNode, NodeMeta: map[string]string{"zone": "zone-node"}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	agent = a
-	code := framework.Run(m, framework.Options{Providers: func(w providers.Waker) ([]providers.Provider, error) {
+	os.Exit(framework.RunWithConsul(m,
+		consultest.Config{Node: agentNode, NodeMeta: map[string]string{"zone": "zone-node"}},
 		// Short retries let a restarted agent be found again within the
 		// framework's waits.
-		p, err := consul.New(consul.Options{Address: a.Addr, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}, w)
-		if err != nil {
-			return nil, err
-		}
-		provider = p
-		return []providers.Provider{static.New(), p}, nil
-	}})
-	if provider != nil {
-		provider.Close()
-	}
-	if err := a.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the Consul agent:", err)
-		code = max(code, 1)
-	}
-	os.Exit(code)
+		consul.Options{RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second},
+		framework.Options{},
+		func(c framework.Consul) { agent, provider = c.Agent, c.Provider }))
 }
 
 // catalog is a consul source named "catalog" of service, zones from the
