@@ -60,6 +60,8 @@ type Reconciler struct {
 	known *perBackend[map[string][]providers.Endpoint]
 	// bursts holds the coalescing window's state.
 	bursts *perBackend[coalesce.State]
+	// own tells the watch events of our own writes from others', by kind.
+	own map[string]*ownWrites
 }
 
 // reconcileState is what one reconcile learns and decides, passed along its steps.
@@ -241,6 +243,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.validate = newValidator()
 	r.known = newPerBackend[map[string][]providers.Endpoint]()
 	r.bursts = newPerBackend[coalesce.State]()
+	r.own = newOwnWritesByKind()
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -254,8 +257,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ExternalBackend{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&corev1.Service{}, byBackendLabel).
-		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel).
+		Watches(&corev1.Service{}, byBackendLabel, builder.WithPredicates(r.own[kindService].notEchoes())).
+		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.WithPredicates(r.own[kindEndpointSlice].notEchoes())).
 		Named("externalbackend").
 		WithOptions(controller.Options{RateLimiter: retryLimiter(), MaxConcurrentReconciles: r.workers})
 	if r.waker != nil {

@@ -256,13 +256,12 @@ func (r *Reconciler) ensureService(ctx context.Context, st *reconcileState) erro
 	case apierrors.IsNotFound(err):
 		// Our cache only holds Services that carry our label, so a miss may
 		// still be someone else's Service: Create fails then, and we look.
-		if err := r.Create(ctx, want, client.FieldOwner(FieldManager)); err != nil {
+		if err := r.create(ctx, want, kindService); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return r.serviceConflict(ctx, st.xb, want)
 			}
 			return fmt.Errorf("creating Service %s: %w", want.Name, err)
 		}
-		r.Metrics.write("Service", "create")
 		r.event(st.xb, corev1.EventTypeNormal, "ServiceCreated", "Create", "created Service %s", want.Name)
 		st.service = want
 	case err != nil:
@@ -271,19 +270,17 @@ func (r *Reconciler) ensureService(ctx context.Context, st *reconcileState) erro
 		return errServiceConflict{conflictMessage(current)}
 	case recreateReason(current, want) != "":
 		why := recreateReason(current, want)
-		if err := r.Delete(ctx, current, client.Preconditions{UID: &current.UID, ResourceVersion: &current.ResourceVersion}); err != nil {
+		if err := r.remove(ctx, current, kindService, client.Preconditions{UID: &current.UID, ResourceVersion: &current.ResourceVersion}); err != nil {
 			return fmt.Errorf("deleting Service %s %s: %w", want.Name, why, err)
 		}
-		r.Metrics.write("Service", "delete")
 		r.event(st.xb, corev1.EventTypeNormal, "ServiceRecreated", "Delete", "deleted Service %s %s; it is created again", want.Name, why)
 		return errRequeue
 	default:
 		merged, changed := mergeService(current, want)
 		if changed {
-			if err := r.Update(ctx, merged, client.FieldOwner(FieldManager)); err != nil {
+			if err := r.update(ctx, merged, kindService); err != nil {
 				return fmt.Errorf("updating Service %s: %w", want.Name, err)
 			}
-			r.Metrics.write("Service", "update")
 			r.event(st.xb, corev1.EventTypeNormal, "ServiceUpdated", "Update", "updated Service %s", want.Name)
 		}
 		st.service = merged
@@ -318,7 +315,7 @@ func (r *Reconciler) removeOldServices(ctx context.Context, st *reconcileState) 
 		if old.Name == st.service.Name || !metav1.IsControlledBy(old, st.xb) {
 			continue
 		}
-		if err := r.Delete(ctx, old, client.Preconditions{UID: &old.UID}); client.IgnoreNotFound(err) != nil {
+		if err := r.remove(ctx, old, kindService, client.Preconditions{UID: &old.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting Service %s left by a rename: %w", old.Name, err)
 		}
 		// Garbage collection would remove the slices too; deleting them now
@@ -327,7 +324,6 @@ func (r *Reconciler) removeOldServices(ctx context.Context, st *reconcileState) 
 			client.MatchingLabels{discoveryv1.LabelServiceName: old.Name, discoveryv1.LabelManagedBy: ManagedByValue}); err != nil {
 			return fmt.Errorf("deleting EndpointSlices of Service %s: %w", old.Name, err)
 		}
-		r.Metrics.write("Service", "delete")
 		r.event(st.xb, corev1.EventTypeNormal, "ServiceRemoved", "Delete", "deleted Service %s after spec.service.name changed to %s", old.Name, st.service.Name)
 	}
 	return nil

@@ -57,17 +57,15 @@ func (r *Reconciler) syncSlices(ctx context.Context, st *reconcileState) error {
 		}
 	}
 	for _, s := range plan.Update {
-		if err := r.Update(ctx, s, client.FieldOwner(FieldManager)); err != nil {
+		if err := r.update(ctx, s, kindEndpointSlice); err != nil {
 			return fmt.Errorf("updating EndpointSlice %s: %w", s.Name, err)
 		}
-		r.Metrics.write("EndpointSlice", "update")
 	}
 	for _, s := range plan.Delete {
-		err := r.Delete(ctx, s, client.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion})
+		err := r.remove(ctx, s, kindEndpointSlice, client.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion})
 		if client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting EndpointSlice %s: %w", s.Name, err)
 		}
-		r.Metrics.write("EndpointSlice", "delete")
 	}
 	// No event per sync: it would be a second API write for every slice
 	// write, the very load the planner saves. Status and metrics count them.
@@ -79,9 +77,8 @@ func (r *Reconciler) syncSlices(ctx context.Context, st *reconcileState) error {
 // publish the same endpoints twice; if that slice is ours it is updated, and
 // if it is someone else's, ours gets a generated name.
 func (r *Reconciler) createSlice(ctx context.Context, s *discoveryv1.EndpointSlice) error {
-	err := r.Create(ctx, s, client.FieldOwner(FieldManager))
+	err := r.create(ctx, s, kindEndpointSlice)
 	if err == nil {
-		r.Metrics.write("EndpointSlice", "create")
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
@@ -97,18 +94,16 @@ func (r *Reconciler) createSlice(ctx context.Context, s *discoveryv1.EndpointSli
 		// slices without our label). Never take it over: let the API
 		// server pick a free name for ours instead.
 		s.GenerateName, s.Name = s.Name+"-", ""
-		if err := r.Create(ctx, s, client.FieldOwner(FieldManager)); err != nil {
+		if err := r.create(ctx, s, kindEndpointSlice); err != nil {
 			return fmt.Errorf("creating EndpointSlice %s*: %w", s.GenerateName, err)
 		}
-		r.Metrics.write("EndpointSlice", "create")
 		return nil
 	}
 	s.ResourceVersion = live.ResourceVersion
 	s.UID = live.UID
-	if err := r.Update(ctx, s, client.FieldOwner(FieldManager)); err != nil {
+	if err := r.update(ctx, s, kindEndpointSlice); err != nil {
 		return fmt.Errorf("updating EndpointSlice %s the cache had not shown yet: %w", s.Name, err)
 	}
-	r.Metrics.write("EndpointSlice", "update")
 	return nil
 }
 

@@ -220,9 +220,13 @@ func TestFingerprint(t *testing.T) {
 		"hostname":    func(e *Endpoint) { e.Hostname = "db-0" },
 		"serving":     func(e *Endpoint) { e.Serving = false },
 		"terminating": func(e *Endpoint) { e.Terminating = true },
-		"port":        func(e *Endpoint) { e.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To[int32](5433)}} },
-		"port name":   func(e *Endpoint) { e.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("sql"), Port: ptr.To[int32](5432)}} },
-		"no ports":    func(e *Endpoint) { e.Ports = nil },
+		"port": func(e *Endpoint) {
+			e.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To[int32](5433)}}
+		},
+		"port name": func(e *Endpoint) {
+			e.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("sql"), Port: ptr.To[int32](5432)}}
+		},
+		"no ports": func(e *Endpoint) { e.Ports = nil },
 	}
 	for name, change := range changes {
 		c := a

@@ -42,7 +42,7 @@ func (t roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	if t.c.n == nil {
 		t.c.n = map[string]int{}
 	}
-	t.c.n[verb(r)]++
+	t.c.n[verb(r)+" "+resource(r.URL.Path)]++
 	t.c.mu.Unlock()
 	return t.next.RoundTrip(r)
 }
@@ -66,6 +66,28 @@ func verb(r *http.Request) string {
 		return "delete"
 	}
 	return strings.ToLower(r.Method)
+}
+
+// resource names what a request path is about: the resource, with its
+// subresource (externalbackends/status); the namespace and name are left out.
+func resource(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	// /api/v1/... or /apis/group/version/...
+	rest := parts[min(len(parts), 2):]
+	if parts[0] == "apis" {
+		rest = parts[min(len(parts), 3):]
+	}
+	if len(rest) >= 2 && rest[0] == "namespaces" {
+		rest = rest[2:]
+	}
+	switch len(rest) {
+	case 0:
+		return "namespaces"
+	case 1, 2:
+		return rest[0]
+	default:
+		return rest[0] + "/" + rest[2]
+	}
 }
 
 // snapshot copies the counts.

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/test/e2e/framework"
@@ -83,24 +85,16 @@ func TestScaleReport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before, start := bareRequests.snapshot(), time.Now()
-		if err := createAll(ctx, bare, ps); err != nil {
-			t.Fatal(err)
-		}
-		r.bareTook = time.Since(start)
-		for k, v := range bareRequests.snapshot() {
-			r.bareRequests += v - before[k]
-		}
-		for _, p := range ps {
-			r.bareObjects += 1 + len(p.slices)
-		}
+		r.bareEmpty = runBare(t, &bareRequests, func() (int, error) { return createAll(ctx, bare, ps) })
+		changed := sc.backends(bareNS, true)
+		r.bareChange = runBare(t, &bareRequests, func() (int, error) { return updateAll(ctx, bare, ps, want(initial), want(changed)) })
 
 		ns := namespace(t, "ours-"+sc.Name)
 		a := take(t, &controllerRequests, &providerCalls)
-		for _, xb := range initial {
-			if err := env.Client.Create(ctx, xb); err != nil {
-				t.Fatal(err)
-			}
+		if err := inParallel(ctx, initial, func(ctx context.Context, xb *v1alpha1.ExternalBackend) error {
+			return env.Client.Create(ctx, xb)
+		}); err != nil {
+			t.Fatal(err)
 		}
 		specWrites := time.Since(a.at)
 		if err := waitConverged(ctx, t, watcher, ns, want(initial), convergeTimeout); err != nil {
@@ -110,23 +104,26 @@ func TestScaleReport(t *testing.T) {
 		r.phases = append(r.phases, between(t, "from empty", a, b))
 		r.phases[0].SpecWrites = specWrites
 
-		changed := sc.backends(ns, true)
+		changed = sc.backends(ns, true)
 		b.at = time.Now()
+		var touched []*v1alpha1.ExternalBackend
 		for i, xb := range changed {
-			if !specChanged(initial[i], xb) {
-				continue
+			if specChanged(initial[i], xb) {
+				touched = append(touched, xb)
 			}
+		}
+		if err := inParallel(ctx, touched, func(ctx context.Context, xb *v1alpha1.ExternalBackend) error {
 			// The controller's status writes can race the update.
-			if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				cur := &v1alpha1.ExternalBackend{}
 				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(xb), cur); err != nil {
 					return err
 				}
 				cur.Spec = xb.Spec
 				return env.Client.Update(ctx, cur)
-			}); err != nil {
-				t.Fatal(err)
-			}
+			})
+		}); err != nil {
+			t.Fatal(err)
 		}
 		specWrites = time.Since(b.at)
 		if err := waitConverged(ctx, t, watcher, ns, want(changed), convergeTimeout); err != nil {
@@ -136,7 +133,7 @@ func TestScaleReport(t *testing.T) {
 		r.phases = append(r.phases, between(t, "10% change", b, c))
 		r.phases[1].SpecWrites = specWrites
 		results = append(results, r)
-		t.Logf("scenario %s: bare %s, %d requests; %+v", sc.Name, r.bareTook, r.bareRequests, r.phases)
+		t.Logf("scenario %s: bare %+v, %+v; ours %+v", sc.Name, r.bareEmpty, r.bareChange, r.phases)
 	}
 
 	a := take(t, &controllerRequests, &providerCalls)
@@ -178,6 +175,36 @@ func watch(ctx context.Context, t *testing.T) client.Reader {
 		t.Fatal("the test's cache did not sync")
 	}
 	return c
+}
+
+// specWriters is how many ExternalBackend writes the test has in flight,
+// as a GitOps tool applying a large commit would.
+const specWriters = 8
+
+// inParallel runs write for every backend, specWriters at a time.
+func inParallel(ctx context.Context, xbs []*v1alpha1.ExternalBackend, write func(context.Context, *v1alpha1.ExternalBackend) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(specWriters)
+	for _, xb := range xbs {
+		g.Go(func() error { return write(ctx, xb) })
+	}
+	return g.Wait()
+}
+
+// runBare runs one step of the bare client and measures it; step returns
+// how many objects it wrote.
+func runBare(t *testing.T, requests *counter, step func() (int, error)) bareRun {
+	t.Helper()
+	before, start := requests.snapshot(), time.Now()
+	writes, err := step()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bareRun{took: time.Since(start), writes: writes}
+	for k, v := range requests.snapshot() {
+		r.requests += v - before[k]
+	}
+	return r
 }
 
 // namespace creates namespace name.

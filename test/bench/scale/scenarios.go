@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/sets"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -187,10 +189,12 @@ func waitConverged(ctx context.Context, t *testing.T, c client.Reader, ns string
 }
 
 // planned is the Service and slices the controller would write for one
-// backend, as controllers.Render computes them.
+// backend, as controllers.Render computes them, and the slices as the bare
+// client created them.
 type planned struct {
-	svc    *corev1.Service
-	slices []*discoveryv1.EndpointSlice
+	svc     *corev1.Service
+	slices  []*discoveryv1.EndpointSlice
+	created []*discoveryv1.EndpointSlice
 }
 
 // plan renders the objects of every backend, moved to namespace ns. Our
@@ -226,32 +230,96 @@ func plan(ctx context.Context, xbs []*v1alpha1.ExternalBackend, ns string, cfg c
 	return out, nil
 }
 
-// createAll issues the minimal creates with as many backends at once as
-// the controller's workers take (controllers.DefaultConcurrency): each
-// Service, then the slices it owns, one after another.
-func createAll(ctx context.Context, c client.Client, ps []planned) error {
+// eachBackend runs step for every backend, as many at once as the
+// controller's workers take (controllers.DefaultConcurrency), and sums the
+// objects the steps wrote.
+func eachBackend(ctx context.Context, ps []planned, step func(context.Context, *planned) (int, error)) (int, error) {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(controllers.DefaultConcurrency)
-	for _, p := range ps {
-		g.Go(func() error { return createOne(ctx, c, p) })
+	var writes atomic.Int64
+	for i := range ps {
+		g.Go(func() error {
+			n, err := step(ctx, &ps[i])
+			writes.Add(int64(n))
+			return err
+		})
 	}
-	return g.Wait()
+	err := g.Wait()
+	return int(writes.Load()), err
 }
 
-// createOne creates one backend's Service, then its slices.
-func createOne(ctx context.Context, c client.Client, p planned) error {
-	svc := p.svc.DeepCopy()
-	if err := c.Create(ctx, svc); err != nil {
-		return fmt.Errorf("creating Service %s: %w", svc.Name, err)
-	}
-	for _, s := range p.slices {
-		s := s.DeepCopy()
-		for i := range s.OwnerReferences {
-			s.OwnerReferences[i].UID = svc.UID
+// createAll issues the minimal creates: each Service, then the slices it
+// owns, one after another.
+func createAll(ctx context.Context, c client.Client, ps []planned) (int, error) {
+	return eachBackend(ctx, ps, func(ctx context.Context, p *planned) (int, error) {
+		svc := p.svc.DeepCopy()
+		if err := c.Create(ctx, svc); err != nil {
+			return 0, fmt.Errorf("creating Service %s: %w", svc.Name, err)
 		}
-		if err := c.Create(ctx, s); err != nil {
-			return fmt.Errorf("creating slice of %s: %w", svc.Name, err)
+		for _, s := range p.slices {
+			s := s.DeepCopy()
+			for i := range s.OwnerReferences {
+				s.OwnerReferences[i].UID = svc.UID
+			}
+			if err := c.Create(ctx, s); err != nil {
+				return 0, fmt.Errorf("creating slice of %s: %w", svc.Name, err)
+			}
+			p.created = append(p.created, s)
+		}
+		return 1 + len(p.slices), nil
+	})
+}
+
+// updateAll issues the minimal updates for a change from the addresses of
+// before to those of after (by Service name): each removed address is
+// swapped in place for an added one of its family, so that only the slices
+// that held a removed address are written.
+func updateAll(ctx context.Context, c client.Client, ps []planned, before, after map[string][]string) (int, error) {
+	return eachBackend(ctx, ps, func(ctx context.Context, p *planned) (int, error) {
+		swap := swaps(before[p.svc.Name], after[p.svc.Name])
+		n := 0
+		for _, s := range p.created {
+			changed := false
+			for i := range s.Endpoints {
+				if to, ok := swap[s.Endpoints[i].Addresses[0]]; ok {
+					s.Endpoints[i].Addresses[0], changed = to, true
+				}
+			}
+			if !changed {
+				continue
+			}
+			if err := c.Update(ctx, s); err != nil {
+				return n, fmt.Errorf("updating slice %s: %w", s.Name, err)
+			}
+			n++
+		}
+		return n, nil
+	})
+}
+
+// onlyIn lists the addresses of a that b lacks, by family (true for IPv4),
+// in a's order.
+func onlyIn(a, b []string) map[bool][]string {
+	inB := sets.New(b...)
+	out := map[bool][]string{}
+	for _, addr := range a {
+		if !inB.Has(addr) {
+			is4 := netip.MustParseAddr(addr).Is4()
+			out[is4] = append(out[is4], addr)
 		}
 	}
-	return nil
+	return out
+}
+
+// swaps pairs the addresses only in before with those only in after, family
+// by family, in order.
+func swaps(before, after []string) map[string]string {
+	removed, added := onlyIn(before, after), onlyIn(after, before)
+	out := map[string]string{}
+	for family, from := range removed {
+		for i, a := range from {
+			out[a] = added[family][i]
+		}
+	}
+	return out
 }

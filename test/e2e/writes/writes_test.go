@@ -1,11 +1,11 @@
-// Package coalesce_test runs the controller with a coalescing window
-// (--coalesce-quiet, --coalesce-max) against a real kube-apiserver and a real
-// Consul agent, flaps Consul health checks and counts the EndpointSlice
-// writes that reach the API server.
+// Package writes_test counts what the controller writes and how often it
+// reconciles, against a real kube-apiserver and a real Consul agent: with a
+// coalescing window (--coalesce-quiet, --coalesce-max) flapping Consul
+// health checks, and for the watch events of its own writes.
 //
-// The tests run one after another: they read the controller's count of
-// held reconciles, which every backend shares.
-package coalesce_test
+// The tests run one after another: they read the controller's counters of
+// held reconciles and of reconciles, which every backend shares.
+package writes_test
 
 import (
 	"context"
@@ -243,4 +243,42 @@ func TestSpecChangeIsNotHeld(t *testing.T) {
 	if after := take(t, xb).held; after != held {
 		t.Errorf("%v reconcile(s) held after the spec changed, want none", after-held)
 	}
+}
+
+// quiet waits until the controller has not reconciled for a second, and
+// returns its count of reconciles.
+func quiet(t *testing.T) float64 {
+	t.Helper()
+	n, _ := framework.MetricValue(t, "backendslice_reconciles_total", nil)
+	for stable := time.Now(); time.Since(stable) < time.Second; {
+		time.Sleep(100 * time.Millisecond)
+		if now, _ := framework.MetricValue(t, "backendslice_reconciles_total", nil); now != n {
+			n, stable = now, time.Now()
+		}
+	}
+	return n
+}
+
+// TestOwnWritesBringNoReconcile changes a spec so that one slice is
+// updated: the change is one reconcile, and the watch event of the slice
+// update it makes brings none, while a change someone else makes to the
+// slice still brings one that reverts it.
+func TestOwnWritesBringNoReconcile(t *testing.T) {
+	xb, want := start(t, "echo", "192.0.2.50")
+	xb.Spec.Sources = append(xb.Spec.Sources, v1alpha1.Source{
+		Name: "dr", Static: &v1alpha1.StaticSource{Endpoints: []v1alpha1.StaticEndpoint{{Address: "198.51.100.50"}}},
+	})
+	before := quiet(t)
+	must(t, framework.Update(t, xb, func(cur *v1alpha1.ExternalBackend) { cur.Spec.Sources = xb.Spec.Sources }))
+	want["198.51.100.50"] = true
+	waitReadiness(t, xb, want)
+	if n := quiet(t) - before; n != 1 {
+		t.Errorf("%v reconciles for one spec change and its slice update, want 1", n)
+	}
+
+	// Someone else's change to the slice is still seen, and reverted.
+	sl := framework.Slices(t, xb.Namespace, xb.Name)[0]
+	sl.Endpoints = sl.Endpoints[:1]
+	must(t, framework.E().Client.Update(context.Background(), &sl))
+	waitReadiness(t, xb, want)
 }

@@ -1,0 +1,69 @@
+package controllers
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/controllers/endpointslices"
+)
+
+// Kinds we write, as backendslice_writes_total labels them.
+const (
+	kindService       = "Service"
+	kindEndpointSlice = "EndpointSlice"
+)
+
+// newOwnWritesByKind builds the memory of our writes for each kind we
+// write, with the comparison that decides what a change is for that kind.
+func newOwnWritesByKind() map[string]*ownWrites {
+	return map[string]*ownWrites{
+		kindService: newOwnWrites(func(seen, wrote client.Object) bool {
+			_, changed := mergeService(seen.(*corev1.Service), wrote.(*corev1.Service))
+			return !changed
+		}),
+		kindEndpointSlice: newOwnWrites(func(seen, wrote client.Object) bool {
+			return endpointslices.Same(seen.(*discoveryv1.EndpointSlice), wrote.(*discoveryv1.EndpointSlice))
+		}),
+	}
+}
+
+// create, update and remove make every write of a Service or slice: each
+// tells ownWrites before it is sent and counts it once it succeeded.
+
+func (r *Reconciler) create(ctx context.Context, o client.Object, kind string) error {
+	own := r.own[kind]
+	named := o.GetName() != ""
+	if named {
+		own.writing(o, false)
+	}
+	if err := r.Create(ctx, o, client.FieldOwner(FieldManager)); err != nil {
+		return err
+	}
+	if !named {
+		// A generated name is known only now; the event may have come first.
+		own.writing(o, false)
+	}
+	r.Metrics.write(kind, "create")
+	return nil
+}
+
+func (r *Reconciler) update(ctx context.Context, o client.Object, kind string) error {
+	r.own[kind].writing(o, false)
+	if err := r.Update(ctx, o, client.FieldOwner(FieldManager)); err != nil {
+		return err
+	}
+	r.Metrics.write(kind, "update")
+	return nil
+}
+
+func (r *Reconciler) remove(ctx context.Context, o client.Object, kind string, opts ...client.DeleteOption) error {
+	r.own[kind].writing(o, true)
+	if err := r.Delete(ctx, o, opts...); err != nil {
+		return err
+	}
+	r.Metrics.write(kind, "delete")
+	return nil
+}
