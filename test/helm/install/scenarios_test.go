@@ -13,6 +13,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -206,15 +207,15 @@ var foreignSlice = scenario{
 	},
 }
 
-// driftTwice deletes the IPv4 slice twice: the controller recreates it each
-// time and records the same event twice, which the event recorder turns
-// into a series by patching the first event.
+// driftTwice deletes the Service twice: the controller creates it again
+// each time and records the same event (ServiceCreated) each time, which
+// the event recorder turns into a series by patching the first event.
 var driftTwice = scenario{
 	name:  "drift-twice",
 	start: startBackend,
 	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
 		for range 2 {
-			deleteIPv4Slice(t, xb)
+			deleteService(t, xb)
 		}
 	},
 	done: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
@@ -330,29 +331,26 @@ func leaderElectionEvents(t *testing.T, ns string) []corev1.Event {
 	return slices.DeleteFunc(list.Items, func(e corev1.Event) bool { return e.Reason != "LeaderElection" })
 }
 
-// deleteIPv4Slice deletes the backend's IPv4 slice, as an administrator,
-// and waits for the controller to create it again.
-func deleteIPv4Slice(t *testing.T, xb *v1alpha1.ExternalBackend) {
+// deleteService deletes the backend's Service and waits until the
+// controller has created it again.
+func deleteService(t *testing.T, xb *v1alpha1.ExternalBackend) {
 	t.Helper()
-	var gone discoveryv1.EndpointSlice
-	for _, s := range framework.Slices(t, xb.Namespace, backendName) {
-		if s.AddressType == discoveryv1.AddressTypeIPv4 {
-			gone = s
-		}
-	}
-	if gone.Name == "" {
-		t.Fatal("no IPv4 slice to delete")
-	}
-	if err := framework.E().Client.Delete(ctx, &gone); err != nil {
+	gone := &corev1.Service{}
+	if err := framework.E().Client.Get(ctx, types.NamespacedName{Namespace: xb.Namespace, Name: backendName}, gone); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, framework.Timeout, "the IPv4 slice created again", func() error {
-		for _, s := range framework.Slices(t, xb.Namespace, backendName) {
-			if s.AddressType == discoveryv1.AddressTypeIPv4 && s.UID != gone.UID {
-				return nil
-			}
+	if err := framework.E().Client.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, framework.Timeout, "the Service created again", func() error {
+		svc := &corev1.Service{}
+		if err := framework.E().Client.Get(ctx, types.NamespacedName{Namespace: xb.Namespace, Name: backendName}, svc); err != nil {
+			return err
 		}
-		return errors.New("not yet")
+		if svc.UID == gone.UID {
+			return errors.New("not yet")
+		}
+		return nil
 	})
 }
 
