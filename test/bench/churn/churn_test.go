@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // docs is where the report and the chart go.
@@ -17,11 +18,17 @@ var docs = flag.String("docs", filepath.Join("..", "..", "..", "docs"), "directo
 // seeds are the seeds every sequence runs with.
 var seeds = []uint64{1, 2, 3, 4, 5}
 
-// TestChurnReport replays the sequences and writes docs/benchmarks.md and
-// docs/churn.png. It reports, and does not fail on, the rows where ours
-// writes more than upstream.
+// TestChurnReport replays the sequences, and the flapping one under the
+// coalescing windows, and writes docs/benchmarks.md and docs/churn.png. It
+// reports, and does not fail on, the rows where ours writes more than
+// upstream.
 func TestChurnReport(t *testing.T) {
-	rows, err := Measure(context.Background(), seeds)
+	ctx := context.Background()
+	rows, err := Measure(ctx, seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coalesced, err := MeasureCoalescing(ctx, seeds, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +39,7 @@ func TestChurnReport(t *testing.T) {
 	if err := WriteChart(&chart, rows); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteMarkdown(&md, rows, seeds, "churn.png"); err != nil {
+	if err := WriteMarkdown(&md, rows, coalesced, seeds, "churn.png"); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(*docs, "churn.png"), chart.Bytes(), 0o644); err != nil {
@@ -45,6 +52,11 @@ func TestChurnReport(t *testing.T) {
 		o, u, f := r.Ours(), r.Upstream(), r.Floor()
 		t.Logf("%-30s %-10s ours %7.1f (worst %4d)  upstream %7.1f (worst %4d)  floor %7.1f",
 			r.Sequence, r.Family(), o.Mean.Writes, o.Worst, u.Mean.Writes, u.Worst, f.Mean.Writes)
+	}
+	for _, r := range coalesced {
+		mean, longest := r.Delay()
+		t.Logf("%-38s %-10s ours %7.1f (worst %4d)  delay %6s (max %5s)  never published %5.1f",
+			r.Label(), r.Off.Family(), r.Ours().Mean.Writes, r.Ours().Worst, mean.Round(time.Millisecond), longest, r.Unpublished())
 	}
 	for _, s := range Worse(rows) {
 		t.Logf("OURS WRITES MORE: %s", s)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 )
 
 // Stats are one writer's writes on one row, over its seeds.
@@ -17,7 +18,7 @@ type Stats struct {
 }
 
 // stats sums up one writer's runs.
-func stats(runs []Run, pick func(Run) Counts) Stats {
+func stats[R any](runs []R, pick func(R) Counts) Stats {
 	var s Stats
 	n := float64(len(runs))
 	for _, r := range runs {
@@ -75,8 +76,9 @@ func Machine() string {
 	return fmt.Sprintf("%d CPUs (`nproc`), %s, %s %s/%s", runtime.NumCPU(), model, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
-// WriteMarkdown writes docs/benchmarks.md.
-func WriteMarkdown(w io.Writer, rows []Row, seeds []uint64, chart string) error {
+// WriteMarkdown writes docs/benchmarks.md: the churn rows, the chart and the
+// coalescing rows.
+func WriteMarkdown(w io.Writer, rows []Row, coalesced []CoalesceRow, seeds []uint64, chart string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Benchmarks
 
@@ -124,22 +126,68 @@ nodeName, which ours have no use for).
 	for _, s := range worse {
 		fmt.Fprintf(&b, "- %s\n", s)
 	}
+	fmt.Fprintf(&b, "\n![writes per sequence: ours, upstream, floor](%s)\n", chart)
+	writeCoalescing(&b, coalesced)
 	fmt.Fprintf(&b, `
-![writes per sequence: ours, upstream, floor](%s)
-
 ## Rerun
 
     make bench-churn
 
 runs `+"`go test -tags bench -run TestChurnReport ./test/bench/churn`"+` and rewrites this file
-and the chart. It needs no control plane; it takes about 4 minutes on the 2-core machine below.
+and the chart. It needs no control plane; it takes about 3 minutes on the 2-core machine below.
 
 ## Machine
 
 %s
-`, chart, Machine())
+`, Machine())
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeCoalescing writes the section on the coalescing window.
+func writeCoalescing(b *strings.Builder, rows []CoalesceRow) {
+	fmt.Fprintf(b, `
+## Coalescing window (flapping)
+
+With `+"`--coalesce-quiet`"+` set (it is 0, off, by default) the controller holds a change of
+a backend's endpoints that comes from its providers until the endpoints have stayed
+the same for the quiet time, and at most `+"`--coalesce-max`"+` after the first change of the
+burst: the changes held are folded into one write, and a change undone while held
+is not written at all. Spec changes, a backend seen for the first time and retries
+are never held.
+
+The %q sequence above (same seeds, both families) is replayed
+through ours on a virtual clock: each of its syncs is a provider change, arriving a
+fixed gap after the one before. The simulated controller reconciles at every change
+and at the due time of a held change (unless a change arrives first or at the same
+instant: that reconcile sees it), calls `+"`coalesce.Window.Decide`"+` with the fingerprint
+of the endpoints ours would publish, and syncs ours to the state of the moment when
+it says publish. After the last change it goes on reconciling at the due times until
+nothing is held. The run fails unless the window off writes exactly what ours writes
+in the table above, and unless every run ends with the same slices as the
+uncoalesced one.
+
+**Writes** are the mean over seeds (worst seed in brackets), **vs off** is that mean
+over the mean with the window off, **floor** is the uncoalesced floor from the table
+above. **Delay** is the time from a change's arrival until its state or a later one
+is published, mean and longest over every change of every seed. **Never published**
+is the mean number of syncs whose state was never written, folded into a later one.
+Changes that come faster than the quiet time are folded, each burst published once
+it is quiet or at the max, in one write to every slice the burst touched; changes
+that come slower are all published, each one the quiet time late. A gap equal to
+the quiet time counts as faster: each change arrives just as the quiet time of the
+one before runs out, so the burst lasts until the max.
+
+| gap | window | family | writes | vs off | floor | delay mean | delay max | never published |
+| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |
+`, flapping.name)
+	for _, r := range rows {
+		o := r.Ours()
+		mean, longest := r.Delay()
+		fmt.Fprintf(b, "| %s | %s | %s | %s (%d) | %.2f | %s | %s | %s | %s |\n",
+			r.Gap, windowName(r.Window), r.Off.Family(), num(o.Mean.Writes), o.Worst, r.Ratio(),
+			num(r.Off.Floor().Mean.Writes), mean.Round(time.Millisecond), longest, num(r.Unpublished()))
+	}
 }
 
 // num prints a mean with one decimal only when it has one.

@@ -90,9 +90,7 @@ var scripts = []script{
 		}
 		return backends(0, fleet), steps
 	}},
-	{"1% health flapping x100", func(r *rand.Rand) (state, []state) {
-		return mutate(r, 100, fleet/100, func(b *backend) { b.serving = !b.serving })
-	}},
+	flapping,
 	{"10% zone moves x10", func(r *rand.Rand) (state, []state) {
 		return mutate(r, 10, fleet/10, func(b *backend) { b.zone = otherZone(r, b.zone) })
 	}},
@@ -104,6 +102,12 @@ var scripts = []script{
 		return setup, []state{slices.Clone(setup)}
 	}},
 }
+
+// flapping is the sequence the coalescing window is measured on: many small
+// changes in a row, as health checks that flap send them.
+var flapping = script{"1% health flapping x100", func(r *rand.Rand) (state, []state) {
+	return mutate(r, 100, fleet/100, func(b *backend) { b.serving = !b.serving })
+}}
 
 // sequence builds the script's sequence for a seed.
 func (s script) sequence(seed uint64) Sequence {
