@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
@@ -99,6 +105,45 @@ func (c *counter) snapshot() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// listLatency is how long a consistent, label-selected list of slices takes
+// right after a write of another kind, and right after a slice write.
+type listLatency struct {
+	afterOtherWrite, afterSliceWrite time.Duration
+	samples                          int
+}
+
+// measureLists times lists of slices in ns, each right after a ConfigMap
+// create (another kind) or a slice create, as an administrator, and gives
+// the medians.
+func measureLists(ctx context.Context, t *testing.T, ns string) listLatency {
+	t.Helper()
+	c := framework.E().Client
+	const samples = 21
+	timed := func(write client.Object) time.Duration {
+		var took []time.Duration
+		for range samples {
+			w := write.DeepCopyObject().(client.Object)
+			if err := c.Create(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			var list discoveryv1.EndpointSliceList
+			if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: "none"}); err != nil {
+				t.Fatal(err)
+			}
+			took = append(took, time.Since(start))
+		}
+		slices.Sort(took)
+		return took[len(took)/2]
+	}
+	meta := metav1.ObjectMeta{Namespace: ns, GenerateName: "latency-"}
+	return listLatency{
+		afterOtherWrite: timed(&corev1.ConfigMap{ObjectMeta: meta}),
+		afterSliceWrite: timed(&discoveryv1.EndpointSlice{ObjectMeta: meta, AddressType: discoveryv1.AddressTypeIPv4}),
+		samples:         samples,
+	}
 }
 
 // countingStatic is the static provider, counting its calls.

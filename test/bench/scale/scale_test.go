@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
@@ -34,6 +35,9 @@ var docs = flag.String("docs", filepath.Join("..", "..", "..", "docs"), "directo
 
 // only, if set, names the one scenario to run (a or b).
 var only = flag.String("only", "", "run only this scenario (a or b)")
+
+// workers is the controller's --concurrent in the benchmark.
+var workers = flag.Int("concurrent", controllers.DefaultConcurrency, "the controller's workers")
 
 // steady is how long nothing changes in the last phase.
 const steady = 60 * time.Second
@@ -49,11 +53,14 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The controller starts before m.Run, which would parse the flags.
+	flag.Parse()
 	os.Exit(framework.Run(m, framework.Options{
 		Providers: func(providers.Waker) ([]providers.Provider, error) {
 			return []providers.Provider{countingStatic{calls: &providerCalls}}, nil
 		},
 		WrapTransport: controllerRequests.wrap,
+		Concurrency:   *workers,
 	}))
 }
 
@@ -142,7 +149,8 @@ func TestScaleReport(t *testing.T) {
 	t.Logf("steady: %+v", idle)
 
 	var md bytes.Buffer
-	writeMarkdown(&md, results, idle)
+	lists := measureLists(ctx, t, namespace(t, "list-latency"))
+	writeMarkdown(&md, results, idle, *workers, lists)
 	if err := os.WriteFile(filepath.Join(*docs, "benchmarks-scale.md"), md.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}

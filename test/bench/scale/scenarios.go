@@ -15,8 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/util/sets"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -231,11 +231,11 @@ func plan(ctx context.Context, xbs []*v1alpha1.ExternalBackend, ns string, cfg c
 }
 
 // eachBackend runs step for every backend, as many at once as the
-// controller's workers take (controllers.DefaultConcurrency), and sums the
-// objects the steps wrote.
+// controller has workers (-concurrent), and sums the objects the steps
+// wrote.
 func eachBackend(ctx context.Context, ps []planned, step func(context.Context, *planned) (int, error)) (int, error) {
 	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(controllers.DefaultConcurrency)
+	g.SetLimit(*workers)
 	var writes atomic.Int64
 	for i := range ps {
 		g.Go(func() error {

@@ -57,6 +57,8 @@ type Options struct {
 	// WrapTransport, if set, wraps the transport of the controller's own
 	// client, for benchmarks that count the controller's API requests.
 	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// Concurrency is the controller's workers; zero means its default.
+	Concurrency int
 }
 
 // TestConfig is the controller configuration of the tests: the defaults plus
@@ -142,6 +144,7 @@ func (e *Env) startController(opts Options) error {
 		Waker:                  waker,
 		MetricsRegistry:        e.metrics,
 		Config:                 cfg,
+		Concurrency:            opts.Concurrency,
 	})
 	if err != nil {
 		return err
