@@ -61,7 +61,7 @@ type Reconciler struct {
 	// bursts holds the coalescing window's state.
 	bursts *perBackend[coalesce.State]
 	// own tells the watch events of our own writes from others', by kind.
-	own map[string]*ownWrites
+	own map[string]writeTracker
 }
 
 // reconcileState is what one reconcile learns and decides, passed along its steps.

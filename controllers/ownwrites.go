@@ -9,52 +9,71 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
-// ownWrites remembers what our last write of each object of one kind said
+// writeTracker is what the writes and the watches need of ownWrites.
+type writeTracker interface {
+	// writing records a create or update about to be sent, or a delete.
+	writing(o client.Object, deleting bool)
+	// notEchoes is the watch predicate that drops the events of our own writes.
+	notEchoes() predicate.Predicate
+}
+
+// ownWrites remembers what our last write of each object of kind T said
 // (or that it deleted the object), so that the watch event the write causes
 // brings no reconcile of its own: the reconcile that wrote has already seen
 // the result. The write is recorded before it is sent, because its event
 // may arrive before the call returns, and events are compared by content:
 // an event showing what we wrote is ours (or changes nothing), any other is
 // a change someone else made and brings a reconcile that reverts it.
-type ownWrites struct {
+type ownWrites[T client.Object] struct {
 	// same tells whether an object as the watch shows it says what we wrote.
-	same func(seen, wrote client.Object) bool
+	same func(seen, wrote T) bool
 	mu   sync.Mutex
-	// last is what we last wrote, by object; nil when we deleted it.
-	last map[types.NamespacedName]client.Object
+	last map[types.NamespacedName]lastWrite[T]
 }
 
-func newOwnWrites(same func(seen, wrote client.Object) bool) *ownWrites {
-	return &ownWrites{same: same, last: map[types.NamespacedName]client.Object{}}
+// lastWrite is the object as we last wrote it, or that we deleted it.
+type lastWrite[T client.Object] struct {
+	obj     T
+	deleted bool
 }
 
-// writing records a create or update about to be sent, or a delete.
-func (w *ownWrites) writing(o client.Object, deleting bool) {
+func newOwnWrites[T client.Object](same func(seen, wrote T) bool) *ownWrites[T] {
+	return &ownWrites[T]{same: same, last: map[types.NamespacedName]lastWrite[T]{}}
+}
+
+func (w *ownWrites[T]) writing(o client.Object, deleting bool) {
+	key := client.ObjectKeyFromObject(o)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var last client.Object
+	last := lastWrite[T]{deleted: deleting}
 	if !deleting {
-		last = o.DeepCopyObject().(client.Object)
+		c, ok := o.DeepCopyObject().(T)
+		if !ok {
+			// Not of our kind: nothing to tell its events by.
+			delete(w.last, key)
+			return
+		}
+		last.obj = c
 	}
-	w.last[client.ObjectKeyFromObject(o)] = last
+	w.last[key] = last
 }
 
 // echo tells whether an event shows what our last write left. A delete
 // event ends the object's entry either way.
-func (w *ownWrites) echo(o client.Object, deleted bool) bool {
+func (w *ownWrites[T]) echo(o client.Object, deleted bool) bool {
 	key := client.ObjectKeyFromObject(o)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, ok := w.last[key]
 	if deleted {
 		delete(w.last, key)
-		return ok && last == nil
+		return ok && last.deleted
 	}
-	return ok && last != nil && w.same(o, last)
+	seen, isT := o.(T)
+	return ok && isT && !last.deleted && w.same(seen, last.obj)
 }
 
-// notEchoes is the watch predicate that drops the events of our own writes.
-func (w *ownWrites) notEchoes() predicate.Predicate {
+func (w *ownWrites[T]) notEchoes() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool { return !w.echo(e.Object, false) },
 		UpdateFunc: func(e event.UpdateEvent) bool { return !w.echo(e.ObjectNew, false) },

@@ -52,6 +52,9 @@ func TestOwnWritesDropsOnlyEchoes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newOwnWritesByKind()[kindEndpointSlice]
 			p := w.notEchoes()
+			if _, ok := w.(*ownWrites[*discoveryv1.EndpointSlice]); !ok {
+				t.Fatalf("the slice tracker is a %T", w)
+			}
 			for i, s := range tc.steps {
 				if s.write != nil {
 					w.writing(s.write, s.deleting)

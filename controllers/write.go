@@ -4,7 +4,6 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/controllers/endpointslices"
@@ -18,15 +17,13 @@ const (
 
 // newOwnWritesByKind builds the memory of our writes for each kind we
 // write, with the comparison that decides what a change is for that kind.
-func newOwnWritesByKind() map[string]*ownWrites {
-	return map[string]*ownWrites{
-		kindService: newOwnWrites(func(seen, wrote client.Object) bool {
-			_, changed := mergeService(seen.(*corev1.Service), wrote.(*corev1.Service))
+func newOwnWritesByKind() map[string]writeTracker {
+	return map[string]writeTracker{
+		kindService: newOwnWrites(func(seen, wrote *corev1.Service) bool {
+			_, changed := mergeService(seen, wrote)
 			return !changed
 		}),
-		kindEndpointSlice: newOwnWrites(func(seen, wrote client.Object) bool {
-			return endpointslices.Same(seen.(*discoveryv1.EndpointSlice), wrote.(*discoveryv1.EndpointSlice))
-		}),
+		kindEndpointSlice: newOwnWrites(endpointslices.Same),
 	}
 }
 
