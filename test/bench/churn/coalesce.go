@@ -132,19 +132,12 @@ func answers(seq Sequence, dual bool) (uint64, []uint64) {
 func replayCoalesced(ctx context.Context, seq Sequence, dual bool, w coalesce.Window, gap time.Duration) (CoalesceRun, []discoveryv1.EndpointSlice, error) {
 	setup, steps := answers(seq, dual)
 	pubs := schedule(w, gap, setup, steps)
-	o := newOurs(dual)
-	if err := o.sync(ctx, seq.Setup); err != nil {
-		return CoalesceRun{}, nil, fmt.Errorf("setup: %w", err)
-	}
-	if _, err := o.api().take(); err != nil {
-		return CoalesceRun{}, nil, err
-	}
+	written := Sequence{Name: seq.Name, Setup: seq.Setup}
 	for _, p := range pubs {
-		if err := o.sync(ctx, seq.Steps[p.step]); err != nil {
-			return CoalesceRun{}, nil, fmt.Errorf("step %d at %s: %w", p.step, p.at, err)
-		}
+		written.Steps = append(written.Steps, seq.Steps[p.step])
 	}
-	counts, err := o.api().take()
+	o := newOurs(dual)
+	counts, err := play(ctx, o, written, nil)
 	if err != nil {
 		return CoalesceRun{}, nil, err
 	}

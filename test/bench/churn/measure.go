@@ -9,7 +9,10 @@ import (
 
 // Run is one sequence replayed with one seed.
 type Run struct {
-	Ours, Upstream Counts
+	Ours Counts
+	// Upstream has one replay of the seed a repetition: upstream's
+	// reconciler is not deterministic, ours is (see Measure).
+	Upstream []Counts
 	// Floor is the sum over the syncs of the fewest writes that could have
 	// made each change, starting from our slices.
 	Floor int
@@ -31,20 +34,18 @@ func (r Row) Family() string {
 	return "IPv4"
 }
 
-// Measure replays every sequence, IPv4 and dual-stack, once a seed.
-func Measure(ctx context.Context, seeds []uint64) ([]Row, error) {
+// Measure replays every sequence, IPv4 and dual-stack, once a seed through
+// ours and repetitions times a seed through upstream. Upstream's reconciler
+// fills slices in Go's map iteration order, which changes from one replay to
+// the next, so one replay of it is one draw; ours is deterministic, which
+// Measure checks rather than assumes (see measureRow).
+func Measure(ctx context.Context, seeds []uint64, repetitions int) ([]Row, error) {
 	var rows []Row
 	for _, s := range scripts {
 		for _, dual := range []bool{false, true} {
-			row := Row{Sequence: s.name, Dual: dual}
-			for _, seed := range seeds {
-				seq := s.sequence(seed)
-				run, err := replay(ctx, seq, dual)
-				if err != nil {
-					return nil, fmt.Errorf("%s (%s, seed %d): %w", s.name, row.Family(), seed, err)
-				}
-				row.Syncs = len(seq.Steps)
-				row.Runs = append(row.Runs, run)
+			row, err := measureRow(ctx, s, dual, seeds, repetitions)
+			if err != nil {
+				return nil, err
 			}
 			rows = append(rows, row)
 		}
@@ -52,45 +53,96 @@ func Measure(ctx context.Context, seeds []uint64) ([]Row, error) {
 	return rows, nil
 }
 
-// replay syncs the setup through both writers uncounted, then every step,
-// counting the writes and the floor.
-func replay(ctx context.Context, seq Sequence, dual bool) (Run, error) {
-	o := newOurs(dual)
-	u, err := newUpstream(dual)
-	if err != nil {
-		return Run{}, err
-	}
-	writers := []writer{o, u}
-	for _, w := range writers {
-		if err := w.sync(ctx, seq.Setup); err != nil {
-			return Run{}, fmt.Errorf("setup: %w", err)
+// measureRow replays one sequence in one family with every seed. It replays
+// ours a second time with the first seed and fails unless that writes the
+// same: only then is one replay of ours a seed the whole truth.
+func measureRow(ctx context.Context, s script, dual bool, seeds []uint64, repetitions int) (Row, error) {
+	row := Row{Sequence: s.name, Dual: dual}
+	for i, seed := range seeds {
+		seq := s.sequence(seed)
+		where := fmt.Sprintf("%s (%s, seed %d)", s.name, row.Family(), seed)
+		run, err := replay(ctx, seq, dual, repetitions)
+		if err != nil {
+			return Row{}, fmt.Errorf("%s: %w", where, err)
 		}
-		if _, err := w.api().take(); err != nil {
-			return Run{}, err
+		if i == 0 {
+			again, floor, err := replayOurs(ctx, seq, dual)
+			if err != nil {
+				return Row{}, fmt.Errorf("%s, ours again: %w", where, err)
+			}
+			if again != run.Ours || floor != run.Floor {
+				return Row{}, fmt.Errorf("%s: ours is not deterministic: %+v (floor %d), then %+v (floor %d)",
+					where, run.Ours, run.Floor, again, floor)
+			}
 		}
+		row.Syncs = len(seq.Steps)
+		row.Runs = append(row.Runs, run)
 	}
+	return row, nil
+}
+
+// replay replays the sequence through ours, counting its writes and the
+// floor, and repetitions times through upstream, each time on a fresh
+// reconciler and API server.
+func replay(ctx context.Context, seq Sequence, dual bool, repetitions int) (Run, error) {
 	var run Run
-	prev := seq.Setup
-	for i, st := range seq.Steps {
-		mine, _, err := o.slices(ctx)
+	var err error
+	if run.Ours, run.Floor, err = replayOurs(ctx, seq, dual); err != nil {
+		return Run{}, fmt.Errorf("ours: %w", err)
+	}
+	for k := range repetitions {
+		u, err := newUpstream(dual)
 		if err != nil {
 			return Run{}, err
 		}
-		run.Floor += floor(mine, prev, st, dual)
-		for _, w := range writers {
-			if err := w.sync(ctx, st); err != nil {
-				return Run{}, fmt.Errorf("step %d: %w", i, err)
+		c, err := play(ctx, u, seq, nil)
+		if err != nil {
+			return Run{}, fmt.Errorf("upstream, repetition %d: %w", k+1, err)
+		}
+		run.Upstream = append(run.Upstream, c)
+	}
+	return run, nil
+}
+
+// replayOurs replays the sequence through ours on a fresh API server and
+// returns its writes and the floor, taken from our slices before every step.
+func replayOurs(ctx context.Context, seq Sequence, dual bool) (Counts, int, error) {
+	o := newOurs(dual)
+	total := 0
+	counts, err := play(ctx, o, seq, func(prev, next state) error {
+		mine, _, err := o.slices(ctx)
+		if err != nil {
+			return err
+		}
+		total += floor(mine, prev, next, dual)
+		return nil
+	})
+	return counts, total, err
+}
+
+// play syncs the setup through w uncounted, then every step, and returns
+// the writes of the steps. before, unless nil, runs ahead of every step with
+// the state the step leaves and the one it syncs.
+func play(ctx context.Context, w writer, seq Sequence, before func(prev, next state) error) (Counts, error) {
+	if err := w.sync(ctx, seq.Setup); err != nil {
+		return Counts{}, fmt.Errorf("setup: %w", err)
+	}
+	if _, err := w.api().take(); err != nil {
+		return Counts{}, err
+	}
+	prev := seq.Setup
+	for i, st := range seq.Steps {
+		if before != nil {
+			if err := before(prev, st); err != nil {
+				return Counts{}, fmt.Errorf("step %d: %w", i, err)
 			}
+		}
+		if err := w.sync(ctx, st); err != nil {
+			return Counts{}, fmt.Errorf("step %d: %w", i, err)
 		}
 		prev = st
 	}
-	if run.Ours, err = o.api().take(); err != nil {
-		return Run{}, err
-	}
-	if run.Upstream, err = u.api().take(); err != nil {
-		return Run{}, err
-	}
-	return run, nil
+	return w.api().take()
 }
 
 // floor is the fewest writes that take the slices from publishing prev to
