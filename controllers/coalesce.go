@@ -15,6 +15,10 @@ import (
 // backend is looked at again when the window closes. A spec change not yet
 // handled goes out at once.
 func (r *Reconciler) coalesce(ctx context.Context, st *reconcileState) error {
+	if !r.Config.Coalesce.Enabled() {
+		// Off: not even the fingerprint, a hash of every endpoint, is needed.
+		return nil
+	}
 	key := client.ObjectKeyFromObject(st.xb)
 	burst := r.bursts.get(key)
 	specChanged := st.xb.Generation != st.xb.Status.ObservedGeneration
