@@ -89,8 +89,8 @@ type reconcileState struct {
 	syncErr error
 }
 
-// +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends,verbs=get;list;watch
-// +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends,verbs=list;watch
+// +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends/status,verbs=patch
 // +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=services/finalizers,verbs=update

@@ -73,9 +73,6 @@ var needs = map[request]need{
 // unexercised are requests the chart grants, because the controller's RBAC
 // markers ask for them, that no scenario here makes; each says why.
 var unexercised = map[request]string{
-	{"get", xbGroup, "externalbackends"}:           "the controller reads ExternalBackends from its informer cache only",
-	{"get", xbGroup, "externalbackends/status"}:    "the controller never reads the status subresource",
-	{"update", xbGroup, "externalbackends/status"}: "the controller patches status, never updates it",
 	{"update", xbGroup, "externalbackends/finalizers"}: "only the OwnerReferencesPermissionEnforcement admission plugin checks it " +
 		"(for the Service's blockOwnerDeletion owner reference to its ExternalBackend), and the test API server does not enable it",
 	{"update", "", "services/finalizers"}: "only the OwnerReferencesPermissionEnforcement admission plugin checks it " +
