@@ -20,7 +20,7 @@ func (r *Reconciler) coalesce(ctx context.Context, st *reconcileState) error {
 		return nil
 	}
 	key := client.ObjectKeyFromObject(st.xb)
-	burst := r.bursts.get(key)
+	burst, _ := r.bursts.get(key)
 	specChanged := st.xb.Generation != st.xb.Status.ObservedGeneration
 	d := r.Config.Coalesce.Decide(&burst, desired.Fingerprint(st.endpoints), r.Clock.Now(), specChanged)
 	r.bursts.set(key, burst)

@@ -57,9 +57,9 @@ type Reconciler struct {
 	// workers is how many backends are reconciled at once.
 	workers int
 	// known holds each source's last successful answer, by source name.
-	known *perBackend[map[string][]providers.Endpoint]
+	known *byName[map[string][]providers.Endpoint]
 	// bursts holds the coalescing window's state.
-	bursts *perBackend[coalesce.State]
+	bursts *byName[coalesce.State]
 	// own tells the watch events of our own writes from others', by kind.
 	own map[string]writeTracker
 }
@@ -241,8 +241,8 @@ func retryLimiter() workqueue.TypedRateLimiter[ctrl.Request] {
 // and the Services and EndpointSlices they own, so drift is reverted.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.validate = newValidator()
-	r.known = newPerBackend[map[string][]providers.Endpoint]()
-	r.bursts = newPerBackend[coalesce.State]()
+	r.known = newByName[map[string][]providers.Endpoint]()
+	r.bursts = newByName[coalesce.State]()
 	r.own = newOwnWritesByKind()
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}

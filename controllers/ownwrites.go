@@ -1,9 +1,6 @@
 package controllers
 
 import (
-	"sync"
-
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -27,8 +24,7 @@ type writeTracker interface {
 type ownWrites[T client.Object] struct {
 	// same tells whether an object as the watch shows it says what we wrote.
 	same func(seen, wrote T) bool
-	mu   sync.Mutex
-	last map[types.NamespacedName]lastWrite[T]
+	last *byName[lastWrite[T]]
 }
 
 // lastWrite is the object as we last wrote it, or that we deleted it.
@@ -38,37 +34,33 @@ type lastWrite[T client.Object] struct {
 }
 
 func newOwnWrites[T client.Object](same func(seen, wrote T) bool) *ownWrites[T] {
-	return &ownWrites[T]{same: same, last: map[types.NamespacedName]lastWrite[T]{}}
+	return &ownWrites[T]{same: same, last: newByName[lastWrite[T]]()}
 }
 
 func (w *ownWrites[T]) writing(o client.Object, deleting bool) {
 	key := client.ObjectKeyFromObject(o)
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	last := lastWrite[T]{deleted: deleting}
 	if !deleting {
 		c, ok := o.DeepCopyObject().(T)
 		if !ok {
 			// Not of our kind: nothing to tell its events by.
-			delete(w.last, key)
+			w.last.forget(key)
 			return
 		}
 		last.obj = c
 	}
-	w.last[key] = last
+	w.last.set(key, last)
 }
 
 // echo tells whether an event shows what our last write left. A delete
 // event ends the object's entry either way.
 func (w *ownWrites[T]) echo(o client.Object, deleted bool) bool {
 	key := client.ObjectKeyFromObject(o)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	last, ok := w.last[key]
 	if deleted {
-		delete(w.last, key)
+		last, ok := w.last.take(key)
 		return ok && last.deleted
 	}
+	last, ok := w.last.get(key)
 	seen, isT := o.(T)
 	return ok && isT && !last.deleted && w.same(seen, last.obj)
 }

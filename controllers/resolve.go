@@ -18,7 +18,7 @@ import (
 func (r *Reconciler) resolve(ctx context.Context, st *reconcileState) error {
 	xb := st.xb
 	key := client.ObjectKeyFromObject(xb)
-	previous := r.known.get(key)
+	previous, _ := r.known.get(key)
 	answers := map[string][]providers.Endpoint{}
 	unknown := false
 	for _, src := range xb.Spec.Sources {

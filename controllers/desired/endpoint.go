@@ -7,9 +7,10 @@ package desired
 
 import (
 	"cmp"
-	"fmt"
 	"hash/fnv"
+	"io"
 	"slices"
+	"strconv"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
@@ -118,12 +119,28 @@ func Groups(eps []Endpoint) []endpointslices.Group {
 // a change to any endpoint changes it. The coalescing window compares
 // fingerprints instead of keeping every backend's endpoints.
 func Fingerprint(eps []Endpoint) uint64 {
+	h := fnv.New64a()
+	// field writes one field and a separator, so that no two lists of
+	// fields hash the same input. It runs at every reconcile with the
+	// window on, for every endpoint: no formatting, one hasher.
+	field := func(s string) {
+		_, _ = io.WriteString(h, s)
+		_, _ = h.Write([]byte{0})
+	}
 	var sum uint64
 	for _, e := range eps {
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%t\x00%t", e.AddressType, e.Address, e.Zone, e.Hostname, e.Serving, e.Terminating)
+		h.Reset()
+		field(string(e.AddressType))
+		field(e.Address)
+		field(e.Zone)
+		field(e.Hostname)
+		field(strconv.FormatBool(e.Serving))
+		field(strconv.FormatBool(e.Terminating))
 		for _, p := range e.Ports {
-			fmt.Fprintf(h, "\x00%s/%s/%d/%s", ptr.Deref(p.Name, ""), ptr.Deref(p.Protocol, ""), ptr.Deref(p.Port, 0), ptr.Deref(p.AppProtocol, ""))
+			field(ptr.Deref(p.Name, ""))
+			field(string(ptr.Deref(p.Protocol, "")))
+			field(strconv.Itoa(int(ptr.Deref(p.Port, 0))))
+			field(ptr.Deref(p.AppProtocol, ""))
 		}
 		sum += h.Sum64()
 	}
