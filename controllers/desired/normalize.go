@@ -128,7 +128,10 @@ func unsafeIP(a netip.Addr, denied []netip.Prefix) string {
 		return "multicast address is not a backend"
 	}
 	for _, p := range denied {
-		if p.Contains(a) {
+		// A prefix inside ::ffff:0:0/96 (written ::ffff:10.0.0.0/104) denies
+		// those IPv4 addresses: a is judged unmapped, and a provider may
+		// give either spelling. A wider IPv6 prefix (::/0) denies IPv6 only.
+		if p.Contains(a) || (p.Bits() >= 96 && p.Addr().Is4In6() && p.Contains(netip.AddrFrom16(a.As16()))) {
 			return fmt.Sprintf("address is inside %s, denied by the controller's --denied-cidrs (cloud metadata or cluster networks)", p)
 		}
 	}
@@ -145,6 +148,14 @@ func invalidName(name string, denied []string) string {
 	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return "neither an IP address nor a valid DNS name: " + strings.Join(errs, "; ")
+	}
+	// A subdomain's labels may be any length; the API server's FQDN check
+	// also holds each to a DNS label's 63 characters.
+	for label := range strings.SplitSeq(name, ".") {
+		if len(label) > validation.DNS1123LabelMaxLength {
+			return fmt.Sprintf("neither an IP address nor a valid DNS name: label %q is longer than %d characters",
+				label, validation.DNS1123LabelMaxLength)
+		}
 	}
 	if !strings.Contains(name, ".") {
 		return "a DNS name needs at least two labels (for example db.example.com)"
