@@ -128,12 +128,15 @@ func ec2Endpoints(i ec2Instance, kind v1alpha1.AWSEC2AddressKind, types []v1alph
 func (p *EC2Provider) instances(ctx context.Context, id identity, maxAge time.Duration) (map[string]ec2Instance, error) {
 	st := streamOf(p.s, streamKey{id, "DescribeInstances"}, func(ctx context.Context) (map[string]ec2Instance, error) {
 		out := map[string]ec2Instance{}
-		pages := ec2.NewDescribeInstancesPaginator(p.s.clientsOf(id).ec2, &ec2.DescribeInstancesInput{MaxResults: awssdk.Int32(1000)})
+		pages := ec2.NewDescribeInstancesPaginator(p.s.clientsOf(id).ec2, &ec2.DescribeInstancesInput{MaxResults: awssdk.Int32(1000)},
+			func(o *ec2.DescribeInstancesPaginatorOptions) { o.StopOnDuplicateToken = true })
+		var last *string
 		for pages.HasMorePages() {
 			page, err := pages.NextPage(ctx)
 			if err != nil {
 				return nil, err
 			}
+			last = page.NextToken
 			for _, r := range page.Reservations {
 				for _, in := range r.Instances {
 					i := ec2Instance{
@@ -156,7 +159,7 @@ func (p *EC2Provider) instances(ctx context.Context, id identity, maxAge time.Du
 				}
 			}
 		}
-		return out, nil
+		return out, stoppedEarly(last)
 	})
 	return st.get(ctx, maxAge)
 }

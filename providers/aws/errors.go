@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/backendslice/backendslice/api/v1alpha1"
-
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/smithy-go"
 
+	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -68,4 +68,18 @@ func refusal(err error) string {
 		return v1alpha1.ReasonNoCredentials
 	}
 	return ""
+}
+
+// stoppedEarly is the failure of a listing whose last page, last, still
+// names a next page. The paginators stop when AWS hands back the token they
+// just sent (StopOnDuplicateToken) instead of asking for the same page until
+// the fetch timeout, and that is the only way they stop with a token left.
+// The pages read are then part of the region only: publishing them would
+// drain every instance on the pages never read, so the listing fails as
+// transient and the controller keeps the last known endpoints.
+func stoppedEarly(last *string) error {
+	if token := awssdk.ToString(last); token != "" {
+		return fmt.Errorf("the pagination token %q repeated: AWS answered the page it names with the same token, so the listing stopped before its end and is not used", token)
+	}
+	return nil
 }

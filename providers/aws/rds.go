@@ -207,12 +207,15 @@ func (p *RDSProvider) listerOfInstances(id identity) func(context.Context, time.
 func (p *RDSProvider) instances(ctx context.Context, id identity, maxAge time.Duration) (map[string]dbInstance, error) {
 	st := streamOf(p.s, streamKey{id, "DescribeDBInstances"}, func(ctx context.Context) (map[string]dbInstance, error) {
 		out := map[string]dbInstance{}
-		pages := rds.NewDescribeDBInstancesPaginator(p.s.clientsOf(id).rds, &rds.DescribeDBInstancesInput{MaxRecords: awssdk.Int32(100)})
+		pages := rds.NewDescribeDBInstancesPaginator(p.s.clientsOf(id).rds, &rds.DescribeDBInstancesInput{MaxRecords: awssdk.Int32(100)},
+			func(o *rds.DescribeDBInstancesPaginatorOptions) { o.StopOnDuplicateToken = true })
+		var last *string
 		for pages.HasMorePages() {
 			page, err := pages.NextPage(ctx)
 			if err != nil {
 				return nil, err
 			}
+			last = page.Marker
 			for _, d := range page.DBInstances {
 				i := dbInstance{
 					id:     strings.ToLower(awssdk.ToString(d.DBInstanceIdentifier)),
@@ -229,7 +232,7 @@ func (p *RDSProvider) instances(ctx context.Context, id identity, maxAge time.Du
 				out[i.id] = i
 			}
 		}
-		return out, nil
+		return out, stoppedEarly(last)
 	})
 	return st.get(ctx, maxAge)
 }
@@ -246,12 +249,15 @@ func (p *RDSProvider) listerOfClusters(id identity) func(context.Context, time.D
 func (p *RDSProvider) clusters(ctx context.Context, id identity, maxAge time.Duration) (map[string][]dbMember, error) {
 	st := streamOf(p.s, streamKey{id, "DescribeDBClusters"}, func(ctx context.Context) (map[string][]dbMember, error) {
 		out := map[string][]dbMember{}
-		pages := rds.NewDescribeDBClustersPaginator(p.s.clientsOf(id).rds, &rds.DescribeDBClustersInput{MaxRecords: awssdk.Int32(100)})
+		pages := rds.NewDescribeDBClustersPaginator(p.s.clientsOf(id).rds, &rds.DescribeDBClustersInput{MaxRecords: awssdk.Int32(100)},
+			func(o *rds.DescribeDBClustersPaginatorOptions) { o.StopOnDuplicateToken = true })
+		var last *string
 		for pages.HasMorePages() {
 			page, err := pages.NextPage(ctx)
 			if err != nil {
 				return nil, err
 			}
+			last = page.Marker
 			for _, c := range page.DBClusters {
 				members := []dbMember{}
 				for _, m := range c.DBClusterMembers {
@@ -263,7 +269,7 @@ func (p *RDSProvider) clusters(ctx context.Context, id identity, maxAge time.Dur
 				out[strings.ToLower(awssdk.ToString(c.DBClusterIdentifier))] = members
 			}
 		}
-		return out, nil
+		return out, stoppedEarly(last)
 	})
 	return st.get(ctx, maxAge)
 }

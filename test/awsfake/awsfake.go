@@ -8,8 +8,9 @@
 //
 // Tests change its state (instances, clusters and their members, statuses,
 // addresses, tags), make the next calls of an action fail with an AWS error
-// code (throttling, access denied), cap page sizes to force pagination, and
-// count the calls of each action. Requests that are not SigV4 signed for the
+// code (throttling, access denied), cap page sizes to force pagination, make
+// an action repeat its pagination token forever, and count the calls of each
+// action. Requests that are not SigV4 signed for the
 // right service are refused, as AWS refuses them.
 package awsfake
 
@@ -108,6 +109,7 @@ type Server struct {
 	clusters   map[string]DBCluster
 	ec2        map[string]EC2Instance
 	faults     map[string][]string
+	repeat     map[string]bool
 	calls      map[string]int
 	pageLimit  int
 	credential map[string]int
@@ -120,6 +122,7 @@ func New() *Server {
 		clusters:   map[string]DBCluster{},
 		ec2:        map[string]EC2Instance{},
 		faults:     map[string][]string{},
+		repeat:     map[string]bool{},
 		calls:      map[string]int{},
 		credential: map[string]int{},
 	}
@@ -237,11 +240,22 @@ func (s *Server) Fail(action, code string, n int) {
 	}
 }
 
+// RepeatToken makes every page of action that was asked for with a
+// pagination token (Marker, NextToken) answer with that same token, as a
+// service fault that never ends the listing would, until ClearFaults. The
+// first page, asked for without a token, answers normally.
+func (s *Server) RepeatToken(action string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.repeat[action] = true
+}
+
 // ClearFaults makes every action answer normally again.
 func (s *Server) ClearFaults() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.faults)
+	clear(s.repeat)
 }
 
 // SetPageLimit caps every page at n items whatever MaxRecords or

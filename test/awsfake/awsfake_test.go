@@ -1,6 +1,7 @@
 package awsfake
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -102,5 +103,43 @@ func TestFiltersAndMarkers(t *testing.T) {
 	wantBody(t, "page 2", body, "<DBInstanceIdentifier>c</DBInstanceIdentifier>")
 	if strings.Contains(body, "<Marker>") || strings.Contains(body, "<DBInstanceIdentifier>d<") {
 		t.Errorf("page 2: %s; want c only and no marker", body)
+	}
+}
+
+func TestRepeatToken(t *testing.T) {
+	s := New()
+	defer s.Close()
+	for _, id := range []string{"a", "b", "c"} {
+		s.PutDBInstance(DBInstance{Identifier: id, Status: "available"})
+		s.PutEC2Instance(EC2Instance{ID: "i-" + id, State: "running"})
+	}
+	s.SetPageLimit(2)
+	s.RepeatToken(DescribeDBInstances)
+	s.RepeatToken(DescribeInstances)
+	rdsForm := url.Values{"Action": {DescribeDBInstances}, "Version": {rdsVersion}}
+	ec2Form := url.Values{"Action": {DescribeInstances}, "Version": {ec2Version}, "MaxResults": {"5"}}
+
+	// The first page, asked for without a token, ends as usual.
+	_, body := post(t, s, signed("rds"), rdsForm)
+	wantBody(t, "rds page 1", body, "<Marker>2</Marker>")
+	_, body = post(t, s, signed("ec2"), ec2Form)
+	wantBody(t, "ec2 page 1", body, "<nextToken>2</nextToken>")
+
+	// Every later page hands back the token it was asked with, also past
+	// the last item.
+	rdsForm.Set("Marker", "2")
+	ec2Form.Set("NextToken", "2")
+	for n := range 3 {
+		_, body = post(t, s, signed("rds"), rdsForm)
+		wantBody(t, fmt.Sprintf("rds repeat %d", n), body, "<DBInstanceIdentifier>c</DBInstanceIdentifier>", "<Marker>2</Marker>")
+		_, body = post(t, s, signed("ec2"), ec2Form)
+		wantBody(t, fmt.Sprintf("ec2 repeat %d", n), body, "<instanceId>i-c</instanceId>", "<nextToken>2</nextToken>")
+	}
+
+	s.ClearFaults()
+	_, body = post(t, s, signed("rds"), rdsForm)
+	_, ec2Body := post(t, s, signed("ec2"), ec2Form)
+	if strings.Contains(body, "<Marker>") || strings.Contains(ec2Body, "<nextToken>") {
+		t.Errorf("after ClearFaults the last pages still carry a token: %s %s", body, ec2Body)
 	}
 }

@@ -68,8 +68,9 @@ func writeXML(w http.ResponseWriter, status int, body any) {
 }
 
 // page cuts ids (sorted) at the position token names, taking at most max
-// (capped by limit when it is set), and returns the next token or "".
-func page(ids []string, token string, maxItems, limit int) ([]string, string, *apiError) {
+// (capped by limit when it is set), and returns the next token or "": the
+// token it was given when repeat is set (see Server.RepeatToken).
+func page(ids []string, token string, maxItems, limit int, repeat bool) ([]string, string, *apiError) {
 	start := 0
 	if token != "" {
 		n, err := strconv.Atoi(token)
@@ -83,7 +84,10 @@ func page(ids []string, token string, maxItems, limit int) ([]string, string, *a
 	}
 	end := min(start+maxItems, len(ids))
 	next := ""
-	if end < len(ids) {
+	switch {
+	case repeat && token != "":
+		next = token
+	case end < len(ids):
 		next = strconv.Itoa(end)
 	}
 	return ids[start:end], next, nil
@@ -213,7 +217,7 @@ func rdsFilterMatch(fs []filter, instance, cluster string) (bool, *apiError) {
 // does: the one named by idField (NotFound when it does not exist), those
 // the filters match (match gives an identifier's instance and cluster ids),
 // one page of MaxRecords after Marker.
-func (s *Server) rdsPage(form url.Values, idField string, all []string, notFound apiError,
+func (s *Server) rdsPage(form url.Values, action, idField string, all []string, notFound apiError,
 	match func(id string) (instance, cluster string)) (ids []string, next string, aerr *apiError) {
 	size, aerr := maxItems(form, "MaxRecords", 20, 100, 100)
 	if aerr != nil {
@@ -235,11 +239,11 @@ func (s *Server) rdsPage(form url.Values, idField string, all []string, notFound
 			ids = append(ids, id)
 		}
 	}
-	return page(ids, form.Get("Marker"), size, s.pageLimit)
+	return page(ids, form.Get("Marker"), size, s.pageLimit, s.repeat[action])
 }
 
 func (s *Server) describeDBInstances(form url.Values) (any, *apiError) {
-	ids, next, aerr := s.rdsPage(form, "DBInstanceIdentifier", slices.Sorted(maps.Keys(s.instances)),
+	ids, next, aerr := s.rdsPage(form, DescribeDBInstances, "DBInstanceIdentifier", slices.Sorted(maps.Keys(s.instances)),
 		apiError{"DBInstanceNotFound", "DBInstance %s not found."},
 		func(id string) (string, string) { return id, s.instances[id].Cluster })
 	if aerr != nil {
@@ -265,7 +269,7 @@ func (s *Server) describeDBInstances(form url.Values) (any, *apiError) {
 }
 
 func (s *Server) describeDBClusters(form url.Values) (any, *apiError) {
-	ids, next, aerr := s.rdsPage(form, "DBClusterIdentifier", slices.Sorted(maps.Keys(s.clusters)),
+	ids, next, aerr := s.rdsPage(form, DescribeDBClusters, "DBClusterIdentifier", slices.Sorted(maps.Keys(s.clusters)),
 		apiError{"DBClusterNotFoundFault", "DBCluster %s not found."},
 		func(id string) (string, string) { return "", id })
 	if aerr != nil {
@@ -373,7 +377,7 @@ func (s *Server) describeInstances(form url.Values) (any, *apiError) {
 			match = append(match, id)
 		}
 	}
-	match, next, aerr := page(match, form.Get("NextToken"), size, s.pageLimit)
+	match, next, aerr := page(match, form.Get("NextToken"), size, s.pageLimit, s.repeat[DescribeInstances])
 	if aerr != nil {
 		return nil, aerr
 	}
