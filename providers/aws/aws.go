@@ -12,6 +12,13 @@
 // or reconciles. Each Result asks to be resolved again after the refresh
 // interval, by which time the answer it was built from has expired.
 //
+// A stream, and the SDK clients of its identity, live as long as a source
+// reads them: Resolve records which streams each source of each backend
+// reads, and Forget (called by the controller after each reconcile and when
+// a backend goes) lets go of the sources that are no longer in the spec. So
+// the regions tenants write cost memory only while some backend names them.
+// Close ends the listings in flight.
+//
 // Credentials come from the SDK's default chain (IRSA web identity,
 // environment, shared config, instance profile). A source's assumeRoleARN is
 // assumed only when it is listed in --aws-allowed-role-arns, so that a
@@ -23,6 +30,9 @@
 //     configuration changes;
 //   - throttling and network errors are transient: the SDK's retryer backs
 //     off and retries within a call, and the controller retries after it;
+//   - a listing whose pages AWS ends with a repeated pagination token is
+//     transient: the pages read are part of the region only, and
+//     publishing them would drain the instances on the pages never read;
 //   - an instance or cluster that is not in the listing is gone
 //     (BackendNotFound): its endpoints drain.
 package aws
@@ -45,6 +55,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/rds"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
@@ -134,7 +145,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 }
 
 // Session holds what the AWS providers share: configuration, SDK clients
-// by identity and region, and the Describe streams.
+// by identity and region, and the Describe streams. Its methods are safe for
+// concurrent use.
 type Session struct {
 	base     awssdk.Config
 	allowed  map[string]bool
@@ -145,9 +157,22 @@ type Session struct {
 	resolver Resolver
 	clock    clock.PassiveClock
 
-	mu      sync.Mutex
+	// ctx ends the listings in flight on Close; wg waits for them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// mu guards the fields below.
+	mu sync.Mutex
+	// clients are the SDK clients of the identities some stream lists as.
 	clients map[identity]*clients
-	streams map[streamKey]any
+	// streams are the listings some source reads.
+	streams map[streamKey]*shared
+	// sources are the streams each source of each backend read when it was
+	// last resolved.
+	sources map[types.NamespacedName]map[interest][]streamKey
+	// closed is set by Close: nothing is kept or listed after it.
+	closed bool
 }
 
 // identity is who calls AWS, and where.
@@ -160,6 +185,16 @@ type identity struct {
 type clients struct {
 	rds *rds.Client
 	ec2 *ec2.Client
+	// streams is how many streams in Session.streams list with them.
+	streams int
+}
+
+// interest names one source of a backend among those the session tracks.
+// RDS and EC2 sources are told apart by kind, since each provider forgets
+// only its own.
+type interest struct {
+	kind   providers.Kind
+	source string
 }
 
 // New returns a session configured by opts; the error names the flag to fix.
@@ -173,7 +208,8 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		resolver: opts.Resolver,
 		clock:    opts.Clock,
 		clients:  map[identity]*clients{},
-		streams:  map[streamKey]any{},
+		streams:  map[streamKey]*shared{},
+		sources:  map[types.NamespacedName]map[interest][]streamKey{},
 	}
 	attempts := opts.MaxAttempts
 	if attempts == 0 {
@@ -216,6 +252,9 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
 	s.base.Credentials = markFailures{s.base.Credentials}
+	// Listings outlive the Resolve that starts them (see stream.list), so
+	// they hang off the session, not off a caller.
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
 
@@ -265,19 +304,14 @@ func (s *Session) identityOf(field, role, region string) (identity, error) {
 	return identity{role: role, region: region}, nil
 }
 
-// clientsOf returns the SDK clients of id, made on first use.
-func (s *Session) clientsOf(id identity) *clients {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.clients[id]; ok {
-		return c
-	}
+// newClients makes the SDK clients of id.
+func (s *Session) newClients(id identity) *clients {
 	cfg := s.base.Copy()
 	cfg.Region = id.region
 	if id.role != "" {
 		cfg.Credentials = markFailures{awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), id.role))}
 	}
-	c := &clients{
+	return &clients{
 		rds: rds.NewFromConfig(cfg, func(o *rds.Options) {
 			if s.endpoint != "" {
 				o.BaseEndpoint = awssdk.String(s.endpoint)
@@ -289,8 +323,6 @@ func (s *Session) clientsOf(id identity) *clients {
 			}
 		}),
 	}
-	s.clients[id] = c
-	return c
 }
 
 // wants tells whether the spec publishes address type t.

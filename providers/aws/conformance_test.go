@@ -1,6 +1,7 @@
 package aws_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
@@ -61,6 +62,14 @@ func TestEC2Conformance(t *testing.T) {
 	e.fake.PutEC2Instance(stopped)
 	ep := func(id, addr string) providers.Endpoint {
 		return providers.Endpoint{Address: addr, Zone: "eu-west-1b", Hostname: id, Serving: true}
+	}
+	// The suite resolves every case as the same source of one backend, so
+	// a case that reads nothing (a refused role) lets go of the listing;
+	// another backend reading it keeps it, as backends sharing a region do.
+	keeper := providertest.NewRequest(ec2Source(v1alpha1.AWSEC2Source{Tags: map[string]string{"app": "web"}}))
+	keeper.Backend = "keeper"
+	if _, err := e.s.EC2().Resolve(context.Background(), keeper); err != nil {
+		t.Fatal(err)
 	}
 	providertest.Run(t, providertest.Harness{
 		Provider: e.s.EC2(),

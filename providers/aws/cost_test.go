@@ -69,7 +69,9 @@ func TestCost500Backends(t *testing.T) {
 			if src.AWSEC2 != nil {
 				p = e.s.EC2()
 			}
-			res, err := p.Resolve(context.Background(), providertest.NewRequest(src))
+			req := providertest.NewRequest(src)
+			req.Backend = fmt.Sprintf("backend-%03d", k)
+			res, err := p.Resolve(context.Background(), req)
 			if err != nil {
 				t.Fatalf("%s: %v", src.Name, err)
 			}

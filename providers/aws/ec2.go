@@ -50,8 +50,11 @@ func (p *EC2Provider) Resolve(ctx context.Context, req providers.Request) (provi
 	}
 	id, err := p.s.identityOf(field, src.AssumeRoleARN, src.Region)
 	if err != nil {
+		// A source that cannot be resolved reads nothing.
+		p.s.use(providers.KindAWSEC2, req)
 		return providers.Result{}, err
 	}
+	p.s.use(providers.KindAWSEC2, req, streamKey{id, describeInstances})
 	instances, err := p.instances(ctx, id, 0)
 	if err == nil && len(src.InstanceIDs) > 0 {
 		anyOf := func(m map[string]ec2Instance) bool {
@@ -126,9 +129,9 @@ func ec2Endpoints(i ec2Instance, kind v1alpha1.AWSEC2AddressKind, types []v1alph
 // instances is the listing of every EC2 instance of id's region, by ID, no
 // older than maxAge when it is not zero.
 func (p *EC2Provider) instances(ctx context.Context, id identity, maxAge time.Duration) (map[string]ec2Instance, error) {
-	st := streamOf(p.s, streamKey{id, "DescribeInstances"}, func(ctx context.Context) (map[string]ec2Instance, error) {
+	st := streamOf(p.s, streamKey{id, describeInstances}, func(ctx context.Context, c *clients) (map[string]ec2Instance, error) {
 		out := map[string]ec2Instance{}
-		pages := ec2.NewDescribeInstancesPaginator(p.s.clientsOf(id).ec2, &ec2.DescribeInstancesInput{MaxResults: awssdk.Int32(1000)},
+		pages := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{MaxResults: awssdk.Int32(1000)},
 			func(o *ec2.DescribeInstancesPaginatorOptions) { o.StopOnDuplicateToken = true })
 		var last *string
 		for pages.HasMorePages() {

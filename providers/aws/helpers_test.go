@@ -56,6 +56,8 @@ func newEnv(t *testing.T, change func(*awsprovider.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Cleanups run last first: the session's listings end before the fake.
+	t.Cleanup(s.Close)
 	return &env{fake: fake, s: s, clock: clk}
 }
 

@@ -82,8 +82,15 @@ func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (provi
 	}
 	id, err := p.s.identityOf(field, src.AssumeRoleARN, src.Region)
 	if err != nil {
+		// A source that cannot be resolved reads nothing.
+		p.s.use(providers.KindAWSRDS, req)
 		return providers.Result{}, err
 	}
+	reads := []streamKey{{id, describeDBInstances}}
+	if src.DBClusterIdentifier != "" {
+		reads = append(reads, streamKey{id, describeDBClusters})
+	}
+	p.s.use(providers.KindAWSRDS, req, reads...)
 	instances, err := p.instances(ctx, id, 0)
 	if err != nil {
 		return providers.Result{}, classify(err, field, "rds:DescribeDBInstances", src.Region)
@@ -205,9 +212,9 @@ func (p *RDSProvider) listerOfInstances(id identity) func(context.Context, time.
 // instances is the listing of every DB instance of id's region, by
 // identifier, no older than maxAge when it is not zero.
 func (p *RDSProvider) instances(ctx context.Context, id identity, maxAge time.Duration) (map[string]dbInstance, error) {
-	st := streamOf(p.s, streamKey{id, "DescribeDBInstances"}, func(ctx context.Context) (map[string]dbInstance, error) {
+	st := streamOf(p.s, streamKey{id, describeDBInstances}, func(ctx context.Context, c *clients) (map[string]dbInstance, error) {
 		out := map[string]dbInstance{}
-		pages := rds.NewDescribeDBInstancesPaginator(p.s.clientsOf(id).rds, &rds.DescribeDBInstancesInput{MaxRecords: awssdk.Int32(100)},
+		pages := rds.NewDescribeDBInstancesPaginator(c.rds, &rds.DescribeDBInstancesInput{MaxRecords: awssdk.Int32(100)},
 			func(o *rds.DescribeDBInstancesPaginatorOptions) { o.StopOnDuplicateToken = true })
 		var last *string
 		for pages.HasMorePages() {
@@ -247,9 +254,9 @@ func (p *RDSProvider) listerOfClusters(id identity) func(context.Context, time.D
 // clusters is the listing of every DB cluster of id's region: the members
 // by cluster identifier, no older than maxAge when it is not zero.
 func (p *RDSProvider) clusters(ctx context.Context, id identity, maxAge time.Duration) (map[string][]dbMember, error) {
-	st := streamOf(p.s, streamKey{id, "DescribeDBClusters"}, func(ctx context.Context) (map[string][]dbMember, error) {
+	st := streamOf(p.s, streamKey{id, describeDBClusters}, func(ctx context.Context, c *clients) (map[string][]dbMember, error) {
 		out := map[string][]dbMember{}
-		pages := rds.NewDescribeDBClustersPaginator(p.s.clientsOf(id).rds, &rds.DescribeDBClustersInput{MaxRecords: awssdk.Int32(100)},
+		pages := rds.NewDescribeDBClustersPaginator(c.rds, &rds.DescribeDBClustersInput{MaxRecords: awssdk.Int32(100)},
 			func(o *rds.DescribeDBClustersPaginatorOptions) { o.StopOnDuplicateToken = true })
 		var last *string
 		for pages.HasMorePages() {

@@ -225,9 +225,11 @@ func TestSharedListing(t *testing.T) {
 	e := newEnv(t, nil)
 	aurora(e)
 	p := e.s.RDS()
+	writer := rdsSource(v1alpha1.AWSRDSSource{DBClusterIdentifier: "aurora", Role: v1alpha1.AWSRDSRoleWriter})
+	writer.Name = "writer"
 	for range 50 {
 		resolve(t, p, rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "aurora-1"}))
-		resolve(t, p, rdsSource(v1alpha1.AWSRDSSource{DBClusterIdentifier: "aurora", Role: v1alpha1.AWSRDSRoleWriter}))
+		resolve(t, p, writer)
 	}
 	if a, c := e.fake.Calls(awsfake.DescribeDBInstances), e.fake.Calls(awsfake.DescribeDBClusters); a != 1 || c != 1 {
 		t.Errorf("100 resolves made %d DescribeDBInstances and %d DescribeDBClusters calls, want 1 each", a, c)

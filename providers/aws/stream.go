@@ -2,11 +2,19 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/backendslice/backendslice/providers"
+)
+
+// The Describe actions a stream lists.
+const (
+	describeDBInstances = "DescribeDBInstances"
+	describeDBClusters  = "DescribeDBClusters"
+	describeInstances   = "DescribeInstances"
 )
 
 // streamKey names one shared Describe listing.
@@ -16,12 +24,28 @@ type streamKey struct {
 	kind string
 }
 
+// shared is a listing that some sources read.
+type shared struct {
+	// users is how many sources read it.
+	users int
+	// clients are the SDK clients it lists with.
+	clients *clients
+	// stream is its *stream[T], made by the first streamOf.
+	stream any
+}
+
+// errClosed is the failure of a listing asked for after Session.Close.
+var errClosed = errors.New("the AWS session is closed")
+
 // stream is one shared, cached Describe listing of a region. One listing
 // runs at a time; callers that come while it runs wait for its answer
 // rather than starting their own.
 type stream[T any] struct {
-	s     *Session
-	fetch func(ctx context.Context) (T, error)
+	s *Session
+	// clients are the ones the stream was made with, so that a listing in
+	// flight never puts clients back into a session that let go of them.
+	clients *clients
+	fetch   func(context.Context, *clients) (T, error)
 
 	// mu guards the fields below, per stream so that one slow region does
 	// not hold up another.
@@ -35,15 +59,22 @@ type stream[T any] struct {
 	running chan struct{}
 }
 
-// streamOf returns the stream of key, made on first use with fetch.
-func streamOf[T any](s *Session, key streamKey, fetch func(context.Context) (T, error)) *stream[T] {
+// streamOf returns the stream of key, made on first use with fetch. Resolve
+// records the source's use of key first; when no source uses key (one that
+// was forgotten meanwhile, or after Close) the stream serves this caller
+// only and is not kept.
+func streamOf[T any](s *Session, key streamKey, fetch func(context.Context, *clients) (T, error)) *stream[T] {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st, ok := s.streams[key].(*stream[T]); ok {
+	sh, ok := s.streams[key]
+	if !ok {
+		return &stream[T]{s: s, clients: s.newClients(key.identity), fetch: fetch}
+	}
+	if st, ok := sh.stream.(*stream[T]); ok {
 		return st
 	}
-	st := &stream[T]{s: s, fetch: fetch}
-	s.streams[key] = st
+	st := &stream[T]{s: s, clients: sh.clients, fetch: fetch}
+	sh.stream = st
 	return st
 }
 
@@ -60,8 +91,13 @@ func (st *stream[T]) get(ctx context.Context, maxAge time.Duration) (T, error) {
 		return v, err
 	}
 	if st.running == nil {
+		if !st.s.spawn(st.list) {
+			st.mu.Unlock()
+			var zero T
+			return zero, errClosed
+		}
+		// list waits for st.mu, so it sees running set.
 		st.running = make(chan struct{})
-		go st.list()
 	}
 	running := st.running
 	st.mu.Unlock()
@@ -96,11 +132,13 @@ func hasKey[V any](key string) func(map[string]V) bool {
 }
 
 // list runs one listing, detached from any caller's context so that a
-// caller giving up does not fail the others waiting, and stores its answer.
+// caller giving up does not fail the others waiting, and stores its answer
+// in the stream only: a stream the session let go of meanwhile answers the
+// callers waiting and is then dropped.
 func (st *stream[T]) list() {
-	ctx, cancel := context.WithTimeout(context.Background(), st.s.timeout)
+	ctx, cancel := context.WithTimeout(st.s.ctx, st.s.timeout)
 	defer cancel()
-	v, err := st.fetch(ctx)
+	v, err := st.fetch(ctx, st.clients)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	now := st.s.clock.Now()

@@ -9,9 +9,9 @@
 // Tests change its state (instances, clusters and their members, statuses,
 // addresses, tags), make the next calls of an action fail with an AWS error
 // code (throttling, access denied), cap page sizes to force pagination, make
-// an action repeat its pagination token forever, and count the calls of each
-// action. Requests that are not SigV4 signed for the
-// right service are refused, as AWS refuses them.
+// an action repeat its pagination token forever, stall an action's requests
+// while the test acts, and count the calls of each action. Requests that are
+// not SigV4 signed for the right service are refused, as AWS refuses them.
 package awsfake
 
 import (
@@ -110,6 +110,7 @@ type Server struct {
 	ec2        map[string]EC2Instance
 	faults     map[string][]string
 	repeat     map[string]bool
+	stalls     map[string]chan struct{}
 	calls      map[string]int
 	pageLimit  int
 	credential map[string]int
@@ -123,6 +124,7 @@ func New() *Server {
 		ec2:        map[string]EC2Instance{},
 		faults:     map[string][]string{},
 		repeat:     map[string]bool{},
+		stalls:     map[string]chan struct{}{},
 		calls:      map[string]int{},
 		credential: map[string]int{},
 	}
@@ -250,6 +252,25 @@ func (s *Server) RepeatToken(action string) {
 	s.repeat[action] = true
 }
 
+// Stall makes the requests of action wait, once counted, until release is
+// called or the client gives up, so that a test can act while a listing is
+// in flight. release may be called more than once; call it before Close,
+// which waits for the requests in flight.
+func (s *Server) Stall(action string) (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	s.stalls[action] = ch
+	return sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.stalls[action] == ch {
+			delete(s.stalls, action)
+		}
+		close(ch)
+	})
+}
+
 // ClearFaults makes every action answer normally again.
 func (s *Server) ClearFaults() {
 	s.mu.Lock()
@@ -330,7 +351,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.credential[m[1]+"/"+m[2]]++
 	}
 	fault := s.nextFault(action)
+	stall := s.stalls[action]
 	s.mu.Unlock()
+	if stall != nil {
+		select {
+		case <-stall:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	switch {
 	case m == nil:
 		writeError(w, api.service, "IncompleteSignature", "Authorization header is not a SigV4 (AWS4-HMAC-SHA256) signature")

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // signed is an Authorization header of the SigV4 shape for service.
@@ -141,5 +142,48 @@ func TestRepeatToken(t *testing.T) {
 	_, ec2Body := post(t, s, signed("ec2"), ec2Form)
 	if strings.Contains(body, "<Marker>") || strings.Contains(ec2Body, "<nextToken>") {
 		t.Errorf("after ClearFaults the last pages still carry a token: %s %s", body, ec2Body)
+	}
+}
+
+func TestStall(t *testing.T) {
+	s := New()
+	defer s.Close()
+	release := s.Stall(DescribeDBInstances)
+	defer release()
+	req, err := http.NewRequest(http.MethodPost, s.URL, strings.NewReader(url.Values{"Action": {DescribeDBInstances}, "Version": {rdsVersion}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", signed("rds"))
+	// post fails the test, which only the test's goroutine may do.
+	done := make(chan string)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		done <- string(body)
+	}()
+	// Other actions answer meanwhile.
+	if code, _ := post(t, s, signed("ec2"), url.Values{"Action": {DescribeInstances}, "Version": {ec2Version}}); code != http.StatusOK {
+		t.Errorf("DescribeInstances during the stall: status %d", code)
+	}
+	select {
+	case body := <-done:
+		t.Fatalf("a stalled request answered before release: %s", body)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	wantBody(t, "after release", <-done, "<DescribeDBInstancesResponse")
+	if got := s.Calls(DescribeDBInstances); got != 1 {
+		t.Errorf("calls = %d, want 1", got)
 	}
 }

@@ -1,0 +1,160 @@
+package aws
+
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/backendslice/backendslice/providers"
+)
+
+// use records that the source of req, of kind, reads the streams of keys
+// from now on and no longer those it read before (another region or role,
+// or an Aurora cluster it no longer names); no keys let go of the source.
+func (s *Session) use(kind providers.Kind, req providers.Request, keys ...streamKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.set(types.NamespacedName{Namespace: req.Namespace, Name: req.Backend}, interest{kind, req.Source.Name}, keys)
+}
+
+// forget lets go of backend's sources of kind other than those named in
+// keep.
+func (s *Session) forget(kind providers.Kind, backend types.NamespacedName, keep []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.sources[backend] {
+		if i.kind == kind && !slices.Contains(keep, i.source) {
+			s.set(backend, i, nil)
+		}
+	}
+}
+
+// set makes keys the streams that source i of backend reads. The new ones
+// are acquired before the old ones are released, so that a stream both use
+// keeps its answer. s.mu is held.
+func (s *Session) set(backend types.NamespacedName, i interest, keys []streamKey) {
+	for _, k := range keys {
+		s.acquire(k)
+	}
+	of := s.sources[backend]
+	for _, k := range of[i] {
+		s.release(k)
+	}
+	switch {
+	case len(keys) == 0:
+		delete(of, i)
+		if len(of) == 0 {
+			delete(s.sources, backend)
+		}
+	case of == nil:
+		s.sources[backend] = map[interest][]streamKey{i: keys}
+	default:
+		of[i] = keys
+	}
+}
+
+// acquire counts one more user of the stream of k, making its entry, and the
+// clients of its identity, on first use. s.mu is held.
+func (s *Session) acquire(k streamKey) {
+	sh, ok := s.streams[k]
+	if !ok {
+		c, ok := s.clients[k.identity]
+		if !ok {
+			c = s.newClients(k.identity)
+			s.clients[k.identity] = c
+		}
+		c.streams++
+		sh = &shared{clients: c}
+		s.streams[k] = sh
+	}
+	sh.users++
+}
+
+// release counts one user of the stream of k less, dropping the stream, and
+// the clients of its identity, when nothing uses them any more. s.mu is
+// held.
+func (s *Session) release(k streamKey) {
+	sh := s.streams[k]
+	if sh.users--; sh.users > 0 {
+		return
+	}
+	delete(s.streams, k)
+	if sh.clients.streams--; sh.clients.streams == 0 {
+		delete(s.clients, k.identity)
+	}
+}
+
+// Streams is how many Describe listings the session keeps: one per
+// identity, region and action some source reads, whatever the number of
+// sources sharing it.
+func (s *Session) Streams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.streams)
+}
+
+// Clients is how many identities (role and region) the session keeps SDK
+// clients for: those some stream lists as.
+func (s *Session) Clients() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.clients)
+}
+
+// Close lets go of every stream and client, ends the listings in flight and
+// waits for them. Resolve fails (transient) after it. Closing again does
+// nothing more.
+func (s *Session) Close() {
+	s.mu.Lock()
+	s.closed = true
+	clear(s.sources)
+	clear(s.streams)
+	clear(s.clients)
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// spawn runs list in the background unless the session is closed, so that
+// Close can wait for every listing it started.
+func (s *Session) spawn(list func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Go(list)
+	return true
+}
+
+// Forget lets go of the listings that backend's awsRDS sources other than
+// those named in keep read; a listing no source reads any more is dropped.
+// The controller calls it after each reconcile with the backend's awsRDS
+// sources, and with none when the backend goes.
+func (p *RDSProvider) Forget(backend types.NamespacedName, keep ...string) {
+	p.s.forget(providers.KindAWSRDS, backend, keep)
+}
+
+// Forget lets go of the listings that backend's awsEC2 sources other than
+// those named in keep read; a listing no source reads any more is dropped.
+// The controller calls it after each reconcile with the backend's awsEC2
+// sources, and with none when the backend goes.
+func (p *EC2Provider) Forget(backend types.NamespacedName, keep ...string) {
+	p.s.forget(providers.KindAWSEC2, backend, keep)
+}
+
+// Close closes the session the provider shares with the awsEC2 provider
+// (see Session.Close); closing both is the same as closing one.
+func (p *RDSProvider) Close() { p.s.Close() }
+
+// Close closes the session the provider shares with the awsRDS provider
+// (see Session.Close); closing both is the same as closing one.
+func (p *EC2Provider) Close() { p.s.Close() }
+
+var (
+	_ providers.Forgetter = (*RDSProvider)(nil)
+	_ providers.Forgetter = (*EC2Provider)(nil)
+)
