@@ -67,6 +67,7 @@ func (f *controllerFlags) bind(cmd *cobra.Command) {
 	fs.StringSliceVar(&f.deniedCIDRs, "denied-cidrs", controllers.DefaultDeniedCIDRs(), "networks no endpoint may be in: cloud metadata addresses, and add the cluster's Pod and Service ranges")
 	fs.StringSliceVar(&f.manager.Config.DeniedNames, "denied-names", controllers.DefaultDeniedNames(), "DNS names no FQDN endpoint may have (*.example.com denies every name under it)")
 	fs.DurationVar(&f.manager.Config.ResolveTimeout, "resolve-timeout", 10*time.Second, "longest time one provider call may take")
+	fs.DurationVar(&f.manager.Config.ReconcileTimeout, "reconcile-timeout", controllers.DefaultReconcileTimeout, "longest time one reconcile may take, its sources resolved at once (at least --resolve-timeout)")
 	fs.DurationVar(&f.manager.Config.Coalesce.Quiet, "coalesce-quiet", 0, "hold a provider change until the backend's endpoints have been quiet this long, folding a burst into one write per slice; 0 publishes every change at once")
 	fs.DurationVar(&f.manager.Config.Coalesce.Max, "coalesce-max", 5*time.Second, "longest a provider change is held while the endpoints keep changing (with --coalesce-quiet)")
 	f.dns.BindFlags(fs)
@@ -87,6 +88,9 @@ func (f *controllerFlags) complete() error {
 	}
 	if n := f.manager.Config.MaxEndpointsPerSlice; n < 1 || n > 1000 {
 		return fmt.Errorf("--max-endpoints-per-slice=%d: must be between 1 and 1000", n)
+	}
+	if c := f.manager.Config; c.ResolveTimeout <= 0 || c.ReconcileTimeout < c.ResolveTimeout {
+		return fmt.Errorf("--resolve-timeout=%s --reconcile-timeout=%s: both must be positive, and a reconcile at least as long as one provider call", c.ResolveTimeout, c.ReconcileTimeout)
 	}
 	if f.manager.Config.DefaultDrainPeriod < 0 {
 		return fmt.Errorf("--default-drain-period=%s: must not be negative", f.manager.Config.DefaultDrainPeriod)

@@ -34,6 +34,9 @@ type Config struct {
 	DeniedNames []string
 	// ResolveTimeout bounds one provider call.
 	ResolveTimeout time.Duration
+	// ReconcileTimeout bounds one whole reconcile: the sources (resolved at
+	// once), the reads and the writes; the status patch has its own.
+	ReconcileTimeout time.Duration
 	// Coalesce folds bursts of provider changes into one write; off when
 	// its quiet time is zero.
 	Coalesce coalesce.Window
@@ -46,3 +49,7 @@ func DefaultDeniedCIDRs() []string { return []string{"fd00:ec2::254/128", "100.1
 
 // DefaultDeniedNames are metadata service names an FQDN endpoint must not aim at.
 func DefaultDeniedNames() []string { return []string{"metadata.google.internal", "metadata.goog"} }
+
+// DefaultReconcileTimeout bounds one reconcile unless configured: the
+// longest provider call (--resolve-timeout, 10s by default) plus the writes.
+const DefaultReconcileTimeout = 30 * time.Second

@@ -4,18 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/go-playground/validator/v10"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -25,27 +21,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers/coalesce"
-	"github.com/backendslice/backendslice/controllers/desired"
 	"github.com/backendslice/backendslice/providers"
 )
 
-// errRequeue asks for another pass soon: a step changed something the next
-// pass must see (a Service that had to be recreated), or found the cache
-// behind the API server.
-var errRequeue = errors.New("requeue")
+// errRecreating says the Service was deleted to be created again (its
+// primary family or headlessness changed): the next pass creates it, once
+// garbage collection has taken the old one's slices.
+var errRecreating = errors.New("the Service is being recreated")
 
 // Reconciler keeps the Service and EndpointSlices of each ExternalBackend true.
 type Reconciler struct {
 	client.Client
 	// APIReader reads past the cache, for objects the cache does not hold.
 	APIReader client.Reader
-	Scheme    *runtime.Scheme
 	Events    events.EventRecorder
 	Providers *providers.Registry
 	Config    Config
@@ -54,39 +47,20 @@ type Reconciler struct {
 
 	validate *validator.Validate
 	waker    *ChannelWaker
+	// families tells which IP families the cluster serves.
+	families servedFamilies
 	// workers is how many backends are reconciled at once.
 	workers int
-	// known holds each source's last successful answer, by source name.
-	known *byName[map[string][]providers.Endpoint]
+	// known holds each source's last answer, by source name.
+	known *byName[map[string]lastAnswer]
 	// bursts holds the coalescing window's state.
 	bursts *byName[coalesce.State]
 	// own tells the watch events of our own writes from others', by kind.
 	own map[string]writeTracker
-}
-
-// reconcileState is what one reconcile learns and decides, passed along its steps.
-type reconcileState struct {
-	xb          *v1alpha1.ExternalBackend
-	serviceName string
-	// results of each source, in spec order.
-	results []desired.SourceResult
-	// endpoints to publish, draining ones included.
-	endpoints []desired.Endpoint
-	dropped   []v1alpha1.DroppedAddress
-	draining  []v1alpha1.DrainingEndpoint
-	// requeueAfter is the earliest time a provider, a drain or the
-	// coalescing window wants another look.
-	requeueAfter time.Duration
-	// existing are the slices we manage, as the cache has them.
-	existing []discoveryv1.EndpointSlice
-	// sliceNames are the names of every cached slice of the Service, ours or not.
-	sliceNames map[string]bool
-	service    *corev1.Service
-	slices     int32
-	// specErr is set when the spec is invalid; nothing is resolved or written.
-	specErr error
-	// syncErr is set when writing the Service or slices failed.
-	syncErr error
+	// again spaces out the passes that must look again soon (a Service
+	// being recreated): they go through a rate limiter, never a fixed short
+	// delay, so that nothing can spin.
+	again workqueue.TypedRateLimiter[types.NamespacedName]
 }
 
 // +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends,verbs=list;watch
@@ -94,7 +68,7 @@ type reconcileState struct {
 // +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=services/finalizers,verbs=update
-// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete;deletecollection
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile loads the ExternalBackend, runs the steps and patches status once.
@@ -103,120 +77,79 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	xb := &v1alpha1.ExternalBackend{}
 	if err := r.Get(ctx, req.NamespacedName, xb); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Metrics.forget(req.Namespace, req.Name)
-			r.known.forget(req.NamespacedName)
-			r.bursts.forget(req.NamespacedName)
-			r.Providers.Forget(req.NamespacedName)
+			r.release(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !xb.DeletionTimestamp.IsZero() {
 		// Owner references let garbage collection remove the Service and slices.
+		r.release(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	st := &reconcileState{xb: xb, serviceName: serviceName(xb)}
 	before := xb.DeepCopy()
+	var rep report
 	defer func() {
-		retErr = r.finish(ctx, before, st, retErr)
+		var requeueAfter time.Duration
+		requeueAfter, retErr = r.finish(ctx, before, xb, rep)
 		r.Metrics.reconciled(retErr, r.Clock.Since(start))
 		if retErr == nil {
-			res.RequeueAfter = st.requeueAfter
+			res.RequeueAfter = requeueAfter
 		}
 	}()
 	if xb.Spec.Suspend {
+		// Nothing is resolved while suspended: watches and listings go.
+		r.Providers.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if err := validateSpec(r.validate, xb); err != nil {
-		st.specErr = err
+		r.Providers.Forget(req.NamespacedName)
+		rep.specErr = err
 		return ctrl.Result{}, nil
 	}
-	for _, step := range []func(context.Context, *reconcileState) error{
-		r.resolve,
-		r.ensureService,
-		r.coalesce,
-		r.syncSlices,
-	} {
-		if err := step(ctx, st); err != nil {
-			st.syncErr = err
-			return ctrl.Result{}, nil
-		}
+	// One deadline for the whole pass, so that no source, read or write can
+	// hold a worker for longer.
+	ctx, cancel := context.WithTimeout(ctx, r.Config.ReconcileTimeout)
+	defer cancel()
+	rep = r.sync(ctx, xb)
+	if errors.Is(rep.syncErr, errRecreating) {
+		rep.requeueAfter = earliest(rep.requeueAfter, r.again.When(req.NamespacedName))
+	} else {
+		r.again.Forget(req.NamespacedName)
 	}
 	return ctrl.Result{}, nil
 }
 
-// finish writes status and events from what the steps found, and decides
-// whether to retry: transient failures return an error (retried with
-// backoff), terminal ones wait for a change.
-func (r *Reconciler) finish(ctx context.Context, before *v1alpha1.ExternalBackend, st *reconcileState, err error) error {
-	xb := st.xb
-	wasReady := metav1.ConditionStatus("")
-	if c := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady); c != nil {
-		wasReady = c.Status
-	}
-	out := summarize(outcomeOf(st, wasReady))
-	st.requeueAfter = earliest(st.requeueAfter, out.recheck)
-	xb.Status.ServiceName = st.serviceName
-	if !xb.Spec.Suspend && st.specErr == nil {
-		xb.Status.Sources = sourceStatuses(before.Status.Sources, xb.Spec.Sources, st.results, r.Clock.Now())
-		if st.syncErr == nil {
-			xb.Status.Endpoints = countEndpoints(st.endpoints)
-			xb.Status.Dropped = capDropped(st.dropped)
-			xb.Status.Draining = st.draining
-			xb.Status.Slices = st.slices
-		}
-	}
-	for _, c := range out.conditions {
-		c.ObservedGeneration = xb.Generation
-		meta.SetStatusCondition(&xb.Status.Conditions, c)
-	}
-	if out.removeStalled {
-		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionStalled)
-	}
-	if out.final {
-		xb.Status.ObservedGeneration = xb.Generation
-	}
-	log.FromContext(ctx).V(1).Info("reconciled", "endpoints", xb.Status.Endpoints.Total,
-		"ready", xb.Status.Endpoints.Ready, "slices", xb.Status.Slices, "requeueAfter", st.requeueAfter)
-	r.announce(before, xb)
-	r.Metrics.endpoints(xb)
-	if patchErr := r.patchStatus(ctx, before, xb); patchErr != nil {
-		return errors.Join(err, fmt.Errorf("patching status: %w", patchErr))
-	}
+// sync runs the steps, each taking what the one before returned: resolve
+// the sources, read what is published, decide what to publish, write the
+// Service, write the slices.
+func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) report {
+	res := r.resolveSources(ctx, xb)
+	rep := report{results: res.results, requeueAfter: res.refreshAfter}
+	seen, err := r.observe(ctx, xb)
 	if err != nil {
-		return err
+		rep.readErr = err
+		return rep
 	}
-	return out.retry
+	rep.served = seen.served
+	pub := r.publication(ctx, xb, res, seen)
+	rep.publication = pub
+	rep.requeueAfter = earliest(rep.requeueAfter, pub.requeueAfter)
+	svc, err := r.ensureService(ctx, xb, pub, seen.service)
+	if err != nil {
+		rep.syncErr = err
+		return rep
+	}
+	rep.slices, rep.syncErr = r.syncSlices(ctx, xb, svc, pub, seen)
+	return rep
 }
 
-// patchStatus sends the status change, if there is one: a reconcile that
-// changed nothing, such as the one our own slice writes trigger, costs the
-// API server no request.
-func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.ExternalBackend) error {
-	if equality.Semantic.DeepEqual(before.Status, after.Status) {
-		return nil
-	}
-	return client.IgnoreNotFound(r.Status().Patch(ctx, after, client.MergeFrom(before)))
-}
-
-// announce emits an event when the Ready condition or the set of dropped
-// addresses changes, so that each is told once, not at every retry.
-func (r *Reconciler) announce(before, after *v1alpha1.ExternalBackend) {
-	if len(after.Status.Dropped) > 0 && !slices.Equal(before.Status.Dropped, after.Status.Dropped) {
-		d := after.Status.Dropped[0]
-		r.event(after, corev1.EventTypeWarning, v1alpha1.ReasonAddressesDropped, "Resolve",
-			"%d address(es) not published, first %s from source %s: %s; status.dropped lists them",
-			len(after.Status.Dropped), d.Address, d.Source, d.Reason)
-	}
-	now := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.ConditionReady)
-	was := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady)
-	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason && was.Message == now.Message) {
-		return
-	}
-	kind := corev1.EventTypeNormal
-	if now.Status != metav1.ConditionTrue {
-		kind = corev1.EventTypeWarning
-	}
-	r.event(after, kind, now.Reason, "Reconcile", "%s", now.Message)
+// release forgets what the controller keeps for a backend that is gone.
+func (r *Reconciler) release(key types.NamespacedName) {
+	r.Metrics.forget(key.Namespace, key.Name)
+	r.known.forget(key)
+	r.bursts.forget(key)
+	r.again.Forget(key)
+	r.Providers.Forget(key)
 }
 
 // event records an event about the ExternalBackend.
@@ -230,20 +163,27 @@ const maxRetryDelay = time.Minute
 
 // retryLimiter is controller-runtime's default limiter with its per-item
 // backoff capped at maxRetryDelay instead of about 17 minutes.
-func retryLimiter() workqueue.TypedRateLimiter[ctrl.Request] {
+func retryLimiter[T comparable]() workqueue.TypedRateLimiter[T] {
 	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[ctrl.Request](5*time.Millisecond, maxRetryDelay),
-		&workqueue.TypedBucketRateLimiter[ctrl.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+		workqueue.NewTypedItemExponentialFailureRateLimiter[T](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
 	)
 }
 
 // SetupWithManager registers the controller: it watches ExternalBackends,
-// and the Services and EndpointSlices they own, so drift is reverted.
+// the Services and EndpointSlices they own, so drift is reverted, and the
+// cluster's ServiceCIDRs, whose families decide what can be published.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	families, cidrs, err := familiesOfCluster(mgr, r.Client)
+	if err != nil {
+		return err
+	}
+	r.families = families
 	r.validate = newValidator()
-	r.known = newByName[map[string][]providers.Endpoint]()
+	r.known = newByName[map[string]lastAnswer]()
 	r.bursts = newByName[coalesce.State]()
 	r.own = newOwnWritesByKind()
+	r.again = retryLimiter[types.NamespacedName]()
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -260,9 +200,38 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Service{}, byBackendLabel, builder.WithPredicates(r.own[kindService].notEchoes())).
 		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.WithPredicates(r.own[kindEndpointSlice].notEchoes())).
 		Named("externalbackend").
-		WithOptions(controller.Options{RateLimiter: retryLimiter(), MaxConcurrentReconciles: r.workers})
+		WithOptions(controller.Options{RateLimiter: retryLimiter[ctrl.Request](), MaxConcurrentReconciles: r.workers})
+	if cidrs {
+		// A family added or removed changes what every backend can publish.
+		b = b.Watches(&networkingv1.ServiceCIDR{}, handler.EnqueueRequestsFromMapFunc(r.everyBackend))
+	}
 	if r.waker != nil {
 		b = b.WatchesRawSource(source.Channel(r.waker.events, &handler.EnqueueRequestForObject{}))
 	}
 	return b.Complete(r)
+}
+
+// everyBackend lists every ExternalBackend, from the cache.
+func (r *Reconciler) everyBackend(ctx context.Context, _ client.Object) []ctrl.Request {
+	var list v1alpha1.ExternalBackendList
+	if err := r.List(ctx, &list); err != nil {
+		// The cache lists without a round trip; it fails only while stopping.
+		return nil
+	}
+	reqs := make([]ctrl.Request, 0, len(list.Items))
+	for _, xb := range list.Items {
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&xb)})
+	}
+	return reqs
+}
+
+// errRead marks a failed read, so that status tells it from a failed write.
+type errRead struct{ err error }
+
+func (e errRead) Error() string { return e.err.Error() }
+func (e errRead) Unwrap() error { return e.err }
+
+// readFailed wraps a read error with what was being read.
+func readFailed(what string, err error) error {
+	return errRead{fmt.Errorf("%s: %w", what, err)}
 }

@@ -1,10 +1,15 @@
 package controllers
 
 import (
+	"context"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/clock"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers/coalesce"
 	"github.com/backendslice/backendslice/controllers/desired"
 	"github.com/backendslice/backendslice/controllers/endpointslices"
 )
@@ -22,15 +27,13 @@ func Render(xb *v1alpha1.ExternalBackend, results []desired.SourceResult, cfg Co
 	if err := validateSpec(newValidator(), xb); err != nil {
 		return nil, nil, nil, err
 	}
-	eps, dropped := desired.Normalize(results, desired.Policy{
-		AddressTypes:   xb.Spec.AddressTypes,
-		DeniedPrefixes: cfg.DeniedPrefixes,
-		DeniedNames:    cfg.DeniedNames,
-		Ports:          xb.Spec.Service.Ports,
-	})
-	svc := desiredService(xb, ipFamilies(xb.Spec.AddressTypes, eps))
-	// A Reconciler with only its configuration is enough for the limit.
-	r := &Reconciler{Config: cfg}
+	// Offline, every family the spec asks for is taken as served, and
+	// nothing is held back: there is no earlier answer to hold.
+	cfg.Coalesce = coalesce.Window{}
+	r := &Reconciler{Config: cfg, Clock: clock.RealClock{}}
+	seen := observed{served: sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol)}
+	pub := r.publication(context.Background(), xb, resolved{results: results}, seen)
+	svc := desiredService(xb, ipFamilies(pub.families, pub.endpoints))
 	plan := endpointslices.Compute(endpointslices.Input{
 		Template: endpointslices.Template{
 			Namespace:   xb.Namespace,
@@ -38,8 +41,8 @@ func Render(xb *v1alpha1.ExternalBackend, results []desired.SourceResult, cfg Co
 			Labels:      sliceLabels(xb, svc.Name),
 			Owner:       ownerRef(svc, corev1.SchemeGroupVersion.WithKind("Service")),
 		},
-		Desired:              desired.Groups(eps),
-		MaxEndpointsPerSlice: int(r.maxPerSlice(&reconcileState{xb: xb})),
+		Desired:              desired.ZoneHints(desired.Groups(pub.endpoints), xb.Spec.Service.TrafficDistribution, xb.Spec.Service.Annotations),
+		MaxEndpointsPerSlice: int(r.maxPerSlice(xb)),
 	})
-	return svc, plan.Create, dropped, nil
+	return svc, plan.Create, pub.dropped, nil
 }

@@ -2,107 +2,122 @@ package controllers
 
 import (
 	"context"
-	"fmt"
+	"encoding/json"
+	"hash/fnv"
+	"sync"
 	"time"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers/desired"
 	"github.com/backendslice/backendslice/providers"
 )
 
-// resolve asks every source for its endpoints and works out what to
-// publish: normalised, filtered by policy, with vanished endpoints draining.
-// A failed source does not stop the others; what it published before stays.
-func (r *Reconciler) resolve(ctx context.Context, st *reconcileState) error {
-	xb := st.xb
+// lastAnswer is what a source last said, kept between reconciles so that a
+// failing source keeps publishing it.
+type lastAnswer struct {
+	// spec is a hash of the source's spec when it answered: an answer
+	// stands only for the spec that produced it, so a source edited while
+	// it fails does not keep publishing its old target.
+	spec uint64
+	// endpoints are the answer; nil for a gone backend.
+	endpoints []providers.Endpoint
+	// unknown means the source has failed ever since this controller
+	// started: what it published before is only in the slices, mixed with
+	// the other sources' endpoints.
+	unknown bool
+}
+
+// resolved is what the sources said, as the rest of the reconcile uses it.
+type resolved struct {
+	// results of each source, in spec order; a failing source's result
+	// carries its held answer.
+	results []desired.SourceResult
+	// holdVanished keeps every published endpoint that no answer has: a
+	// source that has failed since the controller started may own it.
+	holdVanished bool
+	// refreshAfter is the earliest time a provider wants to be asked again.
+	refreshAfter time.Duration
+}
+
+// sourceHash identifies a source's spec. Marshalling a typed struct cannot fail.
+func sourceHash(src v1alpha1.Source) uint64 {
+	b, _ := json.Marshal(src)
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return h.Sum64()
+}
+
+// resolveSources asks every source for its endpoints, all at once so that
+// slow sources cost the time of the slowest, not their sum. A failing source
+// does not stop the others: it keeps its last answer for the same spec.
+func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBackend) resolved {
 	key := client.ObjectKeyFromObject(xb)
 	previous, _ := r.known.get(key)
-	answers := map[string][]providers.Endpoint{}
-	unknown := false
-	for _, src := range xb.Spec.Sources {
-		rctx, cancel := context.WithTimeout(ctx, r.Config.ResolveTimeout)
-		res, err := r.Providers.Resolve(rctx, providers.Request{
-			Namespace: xb.Namespace, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes,
+	type reply struct {
+		res providers.Result
+		err error
+	}
+	replies := make([]reply, len(xb.Spec.Sources))
+	var wg sync.WaitGroup
+	for i, src := range xb.Spec.Sources {
+		wg.Go(func() {
+			rctx, cancel := context.WithTimeout(ctx, r.Config.ResolveTimeout)
+			defer cancel()
+			res, err := r.Providers.Resolve(rctx, providers.Request{
+				Namespace: xb.Namespace, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes,
+			})
+			replies[i] = reply{res, err}
 		})
-		cancel()
+	}
+	wg.Wait()
+
+	var out resolved
+	answers := make(map[string]lastAnswer, len(xb.Spec.Sources))
+	for i, src := range xb.Spec.Sources {
+		res, err := replies[i].res, replies[i].err
+		spec := sourceHash(src)
 		result := desired.SourceResult{Name: src.Name, Endpoints: res.Endpoints, Err: err}
 		switch {
 		case err == nil:
-			answers[src.Name] = res.Endpoints
+			answers[src.Name] = lastAnswer{spec: spec, endpoints: res.Endpoints}
 		case providers.AsError(err).Gone:
 			// The backend is gone: what it published drains.
+			answers[src.Name] = lastAnswer{spec: spec}
 		default:
-			// Keep what the source last said; after a restart nothing is
-			// known, so then every vanished endpoint is held instead.
 			last, ok := previous[src.Name]
-			result.Endpoints, result.Held = last, ok
+			switch {
+			case !ok || (last.unknown && last.spec == spec):
+				// Failing since the controller started: hold what the slices
+				// publish, for as long as the failure lasts.
+				last = lastAnswer{spec: spec, unknown: true}
+				out.holdVanished = true
+			case last.spec != spec:
+				// Edited while failing: the old target's endpoints drain.
+				last = lastAnswer{spec: spec}
+			default:
+				result.Endpoints, result.Held = last.endpoints, true
+			}
 			answers[src.Name] = last
-			unknown = unknown || !ok
 		}
 		if err == nil || providers.AsError(err).Gone {
 			// A gone backend may come back: look again when the provider says.
-			st.requeueAfter = earliest(st.requeueAfter, res.RefreshAfter)
+			out.refreshAfter = earliest(out.refreshAfter, res.RefreshAfter)
 		}
-		st.results = append(st.results, result)
+		out.results = append(out.results, result)
 	}
 	r.known.set(key, answers)
-	names := make([]string, 0, len(xb.Spec.Sources))
-	for _, src := range xb.Spec.Sources {
-		names = append(names, src.Name)
-	}
-	r.Providers.Forget(key, names...)
-	current, dropped := desired.Normalize(st.results, desired.Policy{
-		AddressTypes:   xb.Spec.AddressTypes,
-		DeniedPrefixes: r.Config.DeniedPrefixes,
-		DeniedNames:    r.Config.DeniedNames,
-		Ports:          xb.Spec.Service.Ports,
-	})
-	existing, err := r.ourSlices(ctx, st)
-	if err != nil {
-		return err
-	}
-	drained := desired.Drain(desired.DrainInput{
-		Current:      current,
-		Published:    desired.FromSlices(existing),
-		Draining:     xb.Status.Draining,
-		Now:          r.Clock.Now(),
-		Period:       r.drainPeriod(st),
-		HoldVanished: unknown,
-	})
-	st.endpoints, st.dropped, st.draining = drained.Endpoints, dropped, drained.Draining
-	st.requeueAfter = earliest(st.requeueAfter, drained.NextExpiry)
-	return nil
+	r.Providers.Forget(key, xb.Spec.Sources...)
+	return out
 }
 
 // drainPeriod is the spec's drain period, or the controller's default.
-func (r *Reconciler) drainPeriod(st *reconcileState) time.Duration {
-	if d := st.xb.Spec.DrainPeriod; d != nil {
+func (r *Reconciler) drainPeriod(xb *v1alpha1.ExternalBackend) time.Duration {
+	if d := xb.Spec.DrainPeriod; d != nil {
 		return d.Duration
 	}
 	return r.Config.DefaultDrainPeriod
-}
-
-// ourSlices lists the EndpointSlices we manage for the backend's Service.
-func (r *Reconciler) ourSlices(ctx context.Context, st *reconcileState) ([]discoveryv1.EndpointSlice, error) {
-	var list discoveryv1.EndpointSliceList
-	if err := r.List(ctx, &list, client.InNamespace(st.xb.Namespace), client.MatchingLabels{
-		discoveryv1.LabelServiceName: st.serviceName,
-		BackendLabel:                 st.xb.Name,
-	}); err != nil {
-		return nil, fmt.Errorf("listing EndpointSlices of Service %s: %w", st.serviceName, err)
-	}
-	st.sliceNames = map[string]bool{}
-	var ours []discoveryv1.EndpointSlice
-	for _, s := range list.Items {
-		st.sliceNames[s.Name] = true
-		if s.Labels[discoveryv1.LabelManagedBy] == ManagedByValue {
-			ours = append(ours, s)
-		}
-	}
-	st.existing = ours
-	return ours, nil
 }
 
 // earliest is the sooner of two delays, where zero means never.

@@ -22,14 +22,15 @@ import (
 )
 
 // ipFamilies are the Service's IP families: those of the published
-// endpoints in spec order, or the spec's IP families while none is published.
-func ipFamilies(spec []v1alpha1.AddressType, eps []desired.Endpoint) []corev1.IPFamily {
+// endpoints in the order of allowed (the spec's families the cluster
+// serves), or all of allowed while none is published.
+func ipFamilies(allowed []v1alpha1.AddressType, eps []desired.Endpoint) []corev1.IPFamily {
 	present := map[discoveryv1.AddressType]bool{}
 	for _, e := range eps {
 		present[e.AddressType] = true
 	}
 	var fams, all []corev1.IPFamily
-	for _, t := range spec {
+	for _, t := range allowed {
 		if t == v1alpha1.AddressTypeFQDN {
 			continue
 		}
@@ -242,89 +243,103 @@ func conflictMessage(svc *corev1.Service) string {
 		svc.Namespace, svc.Name, owner, extra)
 }
 
-// ensureService creates or corrects the Service and removes Services this
-// backend made under a previous name.
-func (r *Reconciler) ensureService(ctx context.Context, st *reconcileState) error {
-	current := &corev1.Service{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: st.xb.Namespace, Name: st.serviceName}, current)
-	fams := ipFamilies(st.xb.Spec.AddressTypes, st.endpoints)
-	if err == nil {
-		fams = keepPrimary(fams, current.Spec.IPFamilies, st.xb.Spec.AddressTypes)
-	}
-	want := desiredService(st.xb, fams)
-	switch {
-	case apierrors.IsNotFound(err):
+// ensureService creates or corrects the Service, re-adopting ours where
+// someone stripped its label or owner reference, and removes Services this
+// backend made under a previous name. It returns the Service as written.
+func (r *Reconciler) ensureService(ctx context.Context, xb *v1alpha1.ExternalBackend, pub publication, current *corev1.Service) (*corev1.Service, error) {
+	name := serviceName(xb)
+	if current == nil {
 		// Our cache only holds Services that carry our label, so a miss may
-		// still be someone else's Service: Create fails then, and we look.
-		if err := r.create(ctx, want, kindService); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				return r.serviceConflict(ctx, st.xb, want)
-			}
-			return fmt.Errorf("creating Service %s: %w", want.Name, err)
+		// be someone else's Service, or ours with the label stripped: read
+		// past the cache before creating.
+		live := &corev1.Service{}
+		switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: xb.Namespace, Name: name}, live); {
+		case err == nil:
+			current = live
+		case !apierrors.IsNotFound(err):
+			return nil, readFailed("reading Service "+name, err)
 		}
-		r.event(st.xb, corev1.EventTypeNormal, "ServiceCreated", "Create", "created Service %s", want.Name)
-		st.service = want
-	case err != nil:
-		return fmt.Errorf("reading Service %s: %w", want.Name, err)
-	case !metav1.IsControlledBy(current, st.xb):
-		return errServiceConflict{conflictMessage(current)}
+	}
+	var fams []corev1.IPFamily
+	if current != nil {
+		fams = keepPrimary(ipFamilies(pub.families, pub.endpoints), current.Spec.IPFamilies, pub.families)
+	} else {
+		fams = ipFamilies(pub.families, pub.endpoints)
+	}
+	want := desiredService(xb, fams)
+	switch {
+	case current == nil:
+		if err := r.create(ctx, want, kindService); err != nil {
+			return nil, fmt.Errorf("creating Service %s: %w", name, err)
+		}
+		r.event(xb, corev1.EventTypeNormal, "ServiceCreated", "Create", "created Service %s", name)
+		current = want
+	case !ours(current, xb):
+		return nil, errServiceConflict{conflictMessage(current)}
 	case recreateReason(current, want) != "":
 		why := recreateReason(current, want)
 		if err := r.remove(ctx, current, kindService, client.Preconditions{UID: &current.UID, ResourceVersion: &current.ResourceVersion}); err != nil {
-			return fmt.Errorf("deleting Service %s %s: %w", want.Name, why, err)
+			return nil, fmt.Errorf("deleting Service %s %s: %w", name, why, err)
 		}
-		r.event(st.xb, corev1.EventTypeNormal, "ServiceRecreated", "Delete", "deleted Service %s %s; it is created again", want.Name, why)
-		return errRequeue
+		r.event(xb, corev1.EventTypeNormal, "ServiceRecreated", "Delete", "deleted Service %s %s; it is created again", name, why)
+		return nil, errRecreating
 	default:
 		merged, changed := mergeService(current, want)
 		if changed {
 			if err := r.update(ctx, merged, kindService); err != nil {
-				return fmt.Errorf("updating Service %s: %w", want.Name, err)
+				return nil, fmt.Errorf("updating Service %s: %w", name, err)
 			}
-			r.event(st.xb, corev1.EventTypeNormal, "ServiceUpdated", "Update", "updated Service %s", want.Name)
+			r.event(xb, corev1.EventTypeNormal, "ServiceUpdated", "Update", "updated Service %s", name)
 		}
-		st.service = merged
+		current = merged
 	}
-	return r.removeOldServices(ctx, st)
+	return current, r.removeOldServices(ctx, xb, current)
 }
 
-// serviceConflict reads the Service that holds our name, bypassing the
-// cache, to say whose it is. It may be our own, created by a previous pass
-// that the cache has not shown yet: then there is no conflict, only a pass
-// to repeat.
-func (r *Reconciler) serviceConflict(ctx context.Context, xb *v1alpha1.ExternalBackend, want *corev1.Service) error {
-	other := &corev1.Service{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), other); err != nil {
-		return fmt.Errorf("reading Service %s that holds our name: %w", want.Name, err)
+// ours tells whether the Service is this backend's: controlled by it, or
+// without any controller but written by us and labelled for this backend
+// (someone removed its owner reference). Any other Service is never touched.
+func ours(svc *corev1.Service, xb *v1alpha1.ExternalBackend) bool {
+	if metav1.GetControllerOf(svc) == nil {
+		return svc.Labels[BackendLabel] == xb.Name && wroteByUs(svc)
 	}
-	if metav1.IsControlledBy(other, xb) {
-		return errRequeue
-	}
-	return errServiceConflict{conflictMessage(other)}
+	return metav1.IsControlledBy(svc, xb)
 }
 
 // removeOldServices deletes Services (and their slices) that this backend
 // created under another name, after a rename of spec.service.name.
-func (r *Reconciler) removeOldServices(ctx context.Context, st *reconcileState) error {
+func (r *Reconciler) removeOldServices(ctx context.Context, xb *v1alpha1.ExternalBackend, svc *corev1.Service) error {
 	var list corev1.ServiceList
-	if err := r.List(ctx, &list, client.InNamespace(st.xb.Namespace), client.MatchingLabels{BackendLabel: st.xb.Name}); err != nil {
-		return fmt.Errorf("listing Services of this backend: %w", err)
+	if err := r.List(ctx, &list, client.InNamespace(xb.Namespace), client.MatchingLabels{BackendLabel: xb.Name}); err != nil {
+		return readFailed("listing Services of this backend", err)
 	}
 	for i := range list.Items {
 		old := &list.Items[i]
-		if old.Name == st.service.Name || !metav1.IsControlledBy(old, st.xb) {
+		if old.Name == svc.Name || !metav1.IsControlledBy(old, xb) {
 			continue
+		}
+		// Garbage collection would remove the slices too; deleting them
+		// first takes the old name out of service discovery at once. Only
+		// slices the old Service controls go, never another backend's.
+		var sl discoveryv1.EndpointSliceList
+		if err := r.List(ctx, &sl, client.InNamespace(xb.Namespace), client.MatchingLabels{
+			discoveryv1.LabelServiceName: old.Name, BackendLabel: xb.Name,
+		}); err != nil {
+			return readFailed("listing EndpointSlices of Service "+old.Name, err)
+		}
+		for j := range sl.Items {
+			s := &sl.Items[j]
+			if !metav1.IsControlledBy(s, old) {
+				continue
+			}
+			if err := r.remove(ctx, s, kindEndpointSlice, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting EndpointSlice %s of Service %s: %w", s.Name, old.Name, err)
+			}
 		}
 		if err := r.remove(ctx, old, kindService, client.Preconditions{UID: &old.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting Service %s left by a rename: %w", old.Name, err)
 		}
-		// Garbage collection would remove the slices too; deleting them now
-		// takes the old name out of service discovery at once.
-		if err := r.DeleteAllOf(ctx, &discoveryv1.EndpointSlice{}, client.InNamespace(old.Namespace),
-			client.MatchingLabels{discoveryv1.LabelServiceName: old.Name, discoveryv1.LabelManagedBy: ManagedByValue}); err != nil {
-			return fmt.Errorf("deleting EndpointSlices of Service %s: %w", old.Name, err)
-		}
-		r.event(st.xb, corev1.EventTypeNormal, "ServiceRemoved", "Delete", "deleted Service %s after spec.service.name changed to %s", old.Name, st.service.Name)
+		r.event(xb, corev1.EventTypeNormal, "ServiceRemoved", "Delete", "deleted Service %s after spec.service.name changed to %s", old.Name, svc.Name)
 	}
 	return nil
 }

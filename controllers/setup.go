@@ -2,10 +2,13 @@ package controllers
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -17,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -118,16 +122,18 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Scheme:    scheme,
 		Events:    mgr.GetEventRecorder("backendslice"),
 		Providers: opts.Providers,
-		Config:    opts.Config,
+		Config:    withDefaults(opts.Config),
 		Metrics:   metrics,
 		waker:     opts.Waker,
 		workers:   cmp.Or(opts.Concurrency, DefaultConcurrency),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up controller: %w", err)
+	}
+	if err := mgr.Add(stopProviders(opts.Providers, opts.Waker)); err != nil {
+		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err
@@ -136,4 +142,41 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// familiesOfCluster picks how the controller learns which IP families the
+// cluster serves: from its ServiceCIDRs, watched, where the API server has
+// them (Kubernetes 1.33 and later); else both families are assumed, as
+// before ServiceCIDRs existed. The bool says whether ServiceCIDRs are watched.
+func familiesOfCluster(mgr ctrl.Manager, reader client.Reader) (servedFamilies, bool, error) {
+	gvk := networkingv1.SchemeGroupVersion.WithKind("ServiceCIDR")
+	_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	switch {
+	case err == nil:
+		return serviceCIDRFamilies{reader}, true, nil
+	case meta.IsNoMatchError(err):
+		ctrl.Log.Info("the API server has no ServiceCIDRs (Kubernetes before 1.33): assuming it serves both IP families")
+		return fixedFamilies{corev1.IPv4Protocol, corev1.IPv6Protocol}, false, nil
+	}
+	return nil, false, fmt.Errorf("looking up the ServiceCIDR API: %w", err)
+}
+
+// stopProviders stops the providers' watches and listings when the manager
+// stops. The waker stops first: a watch waiting to wake a backend would
+// otherwise wait for a controller that no longer takes wake-ups.
+func stopProviders(reg *providers.Registry, waker *ChannelWaker) manager.Runnable {
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		if waker != nil {
+			waker.Stop()
+		}
+		reg.Close()
+		return nil
+	})
+}
+
+// withDefaults fills the settings a caller may leave zero.
+func withDefaults(c Config) Config {
+	c.ReconcileTimeout = cmp.Or(c.ReconcileTimeout, DefaultReconcileTimeout)
+	return c
 }

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,45 +30,98 @@ func sliceLabels(xb *v1alpha1.ExternalBackend, service string) map[string]string
 
 // syncSlices plans the fewest slice writes and makes them: creates first,
 // then updates, then deletes, so that an endpoint moving between slices is
-// never missing from all of them.
-func (r *Reconciler) syncSlices(ctx context.Context, st *reconcileState) error {
-	plan := endpointslices.Compute(endpointslices.Input{
+// never missing from all of them. It returns how many slices are ours after.
+func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBackend, svc *corev1.Service, pub publication, seen observed) (int32, error) {
+	in := endpointslices.Input{
 		Template: endpointslices.Template{
-			Namespace:   st.xb.Namespace,
-			ServiceName: st.serviceName,
-			Labels:      sliceLabels(st.xb, st.serviceName),
-			Owner:       ownerRef(st.service, corev1.SchemeGroupVersion.WithKind("Service")),
+			Namespace:   xb.Namespace,
+			ServiceName: svc.Name,
+			Labels:      sliceLabels(xb, svc.Name),
+			Owner:       ownerRef(svc, corev1.SchemeGroupVersion.WithKind("Service")),
 		},
-		Desired:              desired.ZoneHints(desired.Groups(st.endpoints), st.xb.Spec.Service.TrafficDistribution, st.xb.Spec.Service.Annotations),
-		Existing:             st.existing,
-		TakenNames:           sets.KeySet(st.sliceNames),
-		MaxEndpointsPerSlice: int(r.maxPerSlice(st)),
-	})
-	st.slices = int32(len(st.existing) + len(plan.Create) - len(plan.Delete))
-	if plan.Places(st.existing) {
-		if err := r.checkCacheFresh(ctx, st); err != nil {
-			return err
+		Desired:              desired.ZoneHints(desired.Groups(pub.endpoints), xb.Spec.Service.TrafficDistribution, xb.Spec.Service.Annotations),
+		Existing:             onlyOwned(seen.slices, svc),
+		TakenNames:           seen.taken,
+		MaxEndpointsPerSlice: int(r.maxPerSlice(xb)),
+	}
+	plan := endpointslices.Compute(in)
+	if plan.Places(in.Existing) {
+		// A cache that misses a slice another writer (or our own last pass)
+		// made, or one whose label someone stripped, would let the plan put
+		// an endpoint that slice holds into a second one: plan again from
+		// the API server's own list when it differs.
+		live, taken, err := r.liveSlices(ctx, svc)
+		if err != nil {
+			return 0, err
+		}
+		if !sameVersions(live, in.Existing) {
+			in.Existing, in.TakenNames = live, taken.Union(seen.taken)
+			plan = endpointslices.Compute(in)
 		}
 	}
 	for _, s := range plan.Create {
 		if err := r.createSlice(ctx, s); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	for _, s := range plan.Update {
 		if err := r.update(ctx, s, kindEndpointSlice); err != nil {
-			return fmt.Errorf("updating EndpointSlice %s: %w", s.Name, err)
+			return 0, fmt.Errorf("updating EndpointSlice %s: %w", s.Name, err)
 		}
 	}
 	for _, s := range plan.Delete {
 		err := r.remove(ctx, s, kindEndpointSlice, client.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion})
 		if client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting EndpointSlice %s: %w", s.Name, err)
+			return 0, fmt.Errorf("deleting EndpointSlice %s: %w", s.Name, err)
 		}
 	}
 	// No event per sync: it would be a second API write for every slice
 	// write, the very load the planner saves. Status and metrics count them.
-	return nil
+	return int32(len(in.Existing) + len(plan.Create) - len(plan.Delete)), nil
+}
+
+// onlyOwned keeps the slices that svc, as written, owns: a Service created
+// in this pass owns none of the slices a former Service of its name left.
+func onlyOwned(sl []discoveryv1.EndpointSlice, svc *corev1.Service) []discoveryv1.EndpointSlice {
+	out := make([]discoveryv1.EndpointSlice, 0, len(sl))
+	for i := range sl {
+		if owns(&sl[i], svc.Name, svc.UID) {
+			out = append(out, sl[i])
+		}
+	}
+	return out
+}
+
+// liveSlices lists the Service's slices past the cache: those that are ours,
+// and the names of all. The read is a consistent list, which waits for the
+// API server's watch cache to catch up with etcd, so it is made only for
+// plans that place endpoints.
+func (r *Reconciler) liveSlices(ctx context.Context, svc *corev1.Service) ([]discoveryv1.EndpointSlice, sets.Set[string], error) {
+	var live discoveryv1.EndpointSliceList
+	if err := r.APIReader.List(ctx, &live, client.InNamespace(svc.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+		return nil, nil, readFailed("listing EndpointSlices of Service "+svc.Name, err)
+	}
+	ours, taken := ownedBy(live.Items, svc.Name, svc)
+	return ours, taken, nil
+}
+
+// sameVersions tells whether two lists hold the same slices at the same
+// resource versions.
+func sameVersions(a, b []discoveryv1.EndpointSlice) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	versions := make(map[string]string, len(b))
+	for _, s := range b {
+		versions[s.Name] = s.ResourceVersion
+	}
+	for _, s := range a {
+		if v, ok := versions[s.Name]; !ok || v != s.ResourceVersion {
+			return false
+		}
+	}
+	return true
 }
 
 // createSlice creates a slice. Slice names are deterministic, so a slice we
@@ -88,8 +140,8 @@ func (r *Reconciler) createSlice(ctx context.Context, s *discoveryv1.EndpointSli
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s), live); err != nil {
 		return fmt.Errorf("reading EndpointSlice %s that holds our slice's name: %w", s.Name, err)
 	}
-	owner := metav1.GetControllerOf(live)
-	if owner == nil || owner.UID != s.OwnerReferences[0].UID || live.AddressType != s.AddressType {
+	owner := s.OwnerReferences[0]
+	if !owns(live, owner.Name, owner.UID) || live.AddressType != s.AddressType {
 		// Someone else's slice holds the name (our cache does not show
 		// slices without our label). Never take it over: let the API
 		// server pick a free name for ours instead.
@@ -107,37 +159,7 @@ func (r *Reconciler) createSlice(ctx context.Context, s *discoveryv1.EndpointSli
 	return nil
 }
 
-// checkCacheFresh reads our slices past the cache before a plan places
-// endpoints: a cache that misses a slice another writer (or our own last
-// pass) made would let the plan put an endpoint that slice holds into a
-// second one. A stale cache means another pass once it has caught up. The
-// read is a consistent list, which waits for the API server's watch cache
-// to catch up with etcd (up to about 100 ms after a write of another kind),
-// so it is skipped for plans that only change endpoints in place.
-func (r *Reconciler) checkCacheFresh(ctx context.Context, st *reconcileState) error {
-	var live discoveryv1.EndpointSliceList
-	if err := r.APIReader.List(ctx, &live, client.InNamespace(st.xb.Namespace), client.MatchingLabels{
-		discoveryv1.LabelServiceName: st.serviceName,
-		discoveryv1.LabelManagedBy:   ManagedByValue,
-	}); err != nil {
-		return fmt.Errorf("listing EndpointSlices of Service %s: %w", st.serviceName, err)
-	}
-	cached := map[string]string{}
-	for _, s := range st.existing {
-		cached[s.Name] = s.ResourceVersion
-	}
-	if len(live.Items) != len(cached) {
-		return errRequeue
-	}
-	for _, s := range live.Items {
-		if cached[s.Name] != s.ResourceVersion {
-			return errRequeue
-		}
-	}
-	return nil
-}
-
 // maxPerSlice is the spec's limit or the controller's default.
-func (r *Reconciler) maxPerSlice(st *reconcileState) int32 {
-	return ptr.Deref(st.xb.Spec.MaxEndpointsPerSlice, r.Config.MaxEndpointsPerSlice)
+func (r *Reconciler) maxPerSlice(xb *v1alpha1.ExternalBackend) int32 {
+	return ptr.Deref(xb.Spec.MaxEndpointsPerSlice, r.Config.MaxEndpointsPerSlice)
 }

@@ -1,12 +1,20 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers/desired"
@@ -20,9 +28,113 @@ const conflictRecheck = time.Minute
 // terminalRecheck is how often a source that failed terminally is asked again.
 const terminalRecheck = 5 * time.Minute
 
-// requeueSoon is the wait before a pass that found the cache behind the API
-// server looks again: long enough for the watch to deliver what it missed.
-const requeueSoon = 50 * time.Millisecond
+// report is what one reconcile found and did, as the steps returned it:
+// status, events and the next look are decided from it alone.
+type report struct {
+	// specErr is set when the spec is invalid; nothing was resolved or written.
+	specErr error
+	// results of each source, in spec order.
+	results []desired.SourceResult
+	// publication is what was to be published.
+	publication
+	// slices is how many slices are ours after the writes.
+	slices int32
+	// readErr is set when reading what is published failed; nothing was written.
+	readErr error
+	// syncErr is set when writing the Service or slices failed.
+	syncErr error
+	// served are the families the cluster serves, for messages.
+	served sets.Set[corev1.IPFamily]
+	// requeueAfter is when a provider, a drain or the coalescing window
+	// wants another look.
+	requeueAfter time.Duration
+}
+
+// finish writes status and events from the report, patches status once,
+// and says when to look again: transient failures return an error (retried
+// with backoff), terminal ones wait for a change.
+func (r *Reconciler) finish(ctx context.Context, before, xb *v1alpha1.ExternalBackend, rep report) (time.Duration, error) {
+	wasReady := metav1.ConditionStatus("")
+	if c := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		wasReady = c.Status
+	}
+	out := summarize(outcomeOf(xb.Spec.Suspend, rep, wasReady))
+	xb.Status.ServiceName = serviceName(xb)
+	if !xb.Spec.Suspend && rep.specErr == nil {
+		xb.Status.Sources = sourceStatuses(before.Status.Sources, xb.Spec.Sources, rep.results, r.Clock.Now())
+		if rep.readErr == nil && rep.syncErr == nil {
+			xb.Status.Endpoints = countEndpoints(rep.endpoints)
+			xb.Status.Endpoints.NotServed = int32(rep.notServed.Total())
+			xb.Status.Dropped = capList(rep.dropped, maxDropped)
+			xb.Status.Draining = capList(rep.draining, maxDraining)
+			xb.Status.Slices = rep.slices
+		}
+	}
+	for _, c := range out.conditions {
+		c.ObservedGeneration = xb.Generation
+		meta.SetStatusCondition(&xb.Status.Conditions, c)
+	}
+	if out.removeStalled {
+		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionStalled)
+	}
+	if out.final {
+		xb.Status.ObservedGeneration = xb.Generation
+	}
+	log.FromContext(ctx).V(1).Info("reconciled", "endpoints", xb.Status.Endpoints.Total,
+		"ready", xb.Status.Endpoints.Ready, "slices", xb.Status.Slices, "requeueAfter", rep.requeueAfter)
+	r.announce(before, xb)
+	r.Metrics.endpoints(xb)
+	if err := r.patchStatus(ctx, before, xb); err != nil {
+		return 0, errors.Join(out.retry, fmt.Errorf("patching status: %w", err))
+	}
+	return earliest(rep.requeueAfter, out.recheck), out.retry
+}
+
+// patchStatus sends the status change, if there is one: a reconcile that
+// changed nothing, such as the one our own slice writes trigger, costs the
+// API server no request. It has a deadline of its own, so that a pass that
+// ran out of time still reports why.
+func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.ExternalBackend) error {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
+	defer cancel()
+	return client.IgnoreNotFound(r.Status().Patch(ctx, after, client.MergeFrom(before)))
+}
+
+// statusPatchTimeout bounds the status patch that ends every reconcile.
+const statusPatchTimeout = 10 * time.Second
+
+// announce emits an event when the Ready or Resolved condition, or the set
+// of dropped addresses, changes, so that each is told once, not at every retry.
+func (r *Reconciler) announce(before, after *v1alpha1.ExternalBackend) {
+	if len(after.Status.Dropped) > 0 && !slices.Equal(before.Status.Dropped, after.Status.Dropped) {
+		d := after.Status.Dropped[0]
+		r.event(after, corev1.EventTypeWarning, v1alpha1.ReasonAddressesDropped, "Resolve",
+			"%d address(es) not published, first %s from source %s: %s; status.dropped lists them",
+			len(after.Status.Dropped), d.Address, d.Source, d.Reason)
+	}
+	if now, was := reasonOf(after, v1alpha1.ConditionResolved), reasonOf(before, v1alpha1.ConditionResolved); now != nil &&
+		now.Reason == v1alpha1.ReasonFamilyNotServed && (was == nil || was.Message != now.Message) {
+		r.event(after, corev1.EventTypeWarning, now.Reason, "Resolve", "%s", now.Message)
+	}
+	now := reasonOf(after, v1alpha1.ConditionReady)
+	was := reasonOf(before, v1alpha1.ConditionReady)
+	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason && was.Message == now.Message) {
+		return
+	}
+	kind := corev1.EventTypeNormal
+	if now.Status != metav1.ConditionTrue {
+		kind = corev1.EventTypeWarning
+	}
+	r.event(after, kind, now.Reason, "Reconcile", "%s", now.Message)
+}
+
+// reasonOf is the condition of type t, or nil.
+func reasonOf(xb *v1alpha1.ExternalBackend, t string) *metav1.Condition {
+	return meta.FindStatusCondition(xb.Status.Conditions, t)
+}
 
 // outcome is what a reconcile found, reduced to what conditions depend on.
 type outcome struct {
@@ -35,9 +147,14 @@ type outcome struct {
 	// sourceOrder is the spec order of the failing sources.
 	sourceOrder []string
 	dropped     int
-	syncErr     error
-	counts      v1alpha1.EndpointCounts
-	slices      int32
+	// notServed is the message naming the families left out, or "".
+	notServed string
+	// nothingServed is true when the cluster serves none of the spec's IP families.
+	nothingServed bool
+	readErr       error
+	syncErr       error
+	counts        v1alpha1.EndpointCounts
+	slices        int32
 }
 
 // verdict is what to write and whether to retry.
@@ -54,19 +171,24 @@ type verdict struct {
 	recheck time.Duration
 }
 
-// outcomeOf reduces the reconcile state to an outcome.
-func outcomeOf(st *reconcileState, wasReady metav1.ConditionStatus) outcome {
+// outcomeOf reduces a report to an outcome.
+func outcomeOf(suspended bool, rep report, wasReady metav1.ConditionStatus) outcome {
 	o := outcome{
-		suspended:  st.xb.Spec.Suspend,
+		suspended:  suspended,
 		wasReady:   wasReady,
-		specErr:    st.specErr,
+		specErr:    rep.specErr,
 		sourceErrs: map[string]*providers.Error{},
-		dropped:    len(st.dropped),
-		syncErr:    st.syncErr,
-		counts:     countEndpoints(st.endpoints),
-		slices:     st.slices,
+		dropped:    len(rep.dropped),
+		readErr:    rep.readErr,
+		syncErr:    rep.syncErr,
+		counts:     countEndpoints(rep.endpoints),
+		slices:     rep.slices,
 	}
-	for _, r := range st.results {
+	if rep.notServed.Total() > 0 {
+		o.notServed = notServedMessage(rep.notServed, rep.served)
+		o.nothingServed = len(rep.families) == 0
+	}
+	for _, r := range rep.results {
 		if r.Err != nil {
 			o.sourceErrs[r.Name] = providers.AsError(r.Err)
 			o.sourceOrder = append(o.sourceOrder, r.Name)
@@ -106,9 +228,9 @@ func summarize(o outcome) verdict {
 		}}
 	}
 
-	if errors.Is(o.syncErr, errRequeue) {
-		// Nothing went wrong: another pass decides, with a fresher cache.
-		return verdict{recheck: requeueSoon}
+	if errors.Is(o.syncErr, errRecreating) {
+		// Nothing went wrong: the next pass creates the Service again.
+		return verdict{}
 	}
 
 	resolved, resolveStalled, resolveRetry := resolvedCondition(o)
@@ -172,6 +294,10 @@ func resolvedCondition(o outcome) (c metav1.Condition, stalled bool, retry error
 	case len(transient) > 0:
 		return cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonSourceFailed,
 			failures+"; endpoints published before are kept, retrying"), false, retry
+	case o.nothingServed:
+		return cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonFamilyNotServed, o.notServed), false, nil
+	case o.notServed != "":
+		return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonFamilyNotServed, o.notServed), false, nil
 	case o.dropped > 0:
 		return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonAddressesDropped,
 			fmt.Sprintf("%d address(es) not published; status.dropped says why", o.dropped)), false, nil
@@ -197,6 +323,10 @@ func syncedCondition(o outcome) (c metav1.Condition, recheck time.Duration, retr
 	switch {
 	case errors.As(o.syncErr, &conflict):
 		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonServiceConflict, conflict.msg), conflictRecheck, nil
+	case o.readErr != nil:
+		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonReadFailed, o.readErr.Error()+"; nothing was written, retrying"), 0, o.readErr
+	case errors.As(o.syncErr, new(errRead)):
+		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonReadFailed, o.syncErr.Error()+"; retrying"), 0, o.syncErr
 	case o.syncErr != nil:
 		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonWriteFailed, o.syncErr.Error()+"; retrying"), 0, o.syncErr
 	}
@@ -230,15 +360,19 @@ func countEndpoints(eps []desired.Endpoint) v1alpha1.EndpointCounts {
 	return c
 }
 
-// maxDropped is how many dropped addresses status lists.
-const maxDropped = 20
+// How many entries the status lists hold (the CRD's MaxItems): a status
+// patch past them would be refused, and with it every other status change.
+const (
+	maxDropped  = 20
+	maxDraining = 100
+)
 
-// capDropped keeps status small when a source returns many bad addresses.
-func capDropped(d []v1alpha1.DroppedAddress) []v1alpha1.DroppedAddress {
-	if len(d) > maxDropped {
-		return d[:maxDropped]
+// capList keeps the first n entries: counts on status tell how many there are.
+func capList[T any](l []T, n int) []T {
+	if len(l) > n {
+		return l[:n]
 	}
-	return d
+	return l
 }
 
 // successRefresh is how stale lastSuccessTime may grow while nothing else

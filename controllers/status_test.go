@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers/desired"
@@ -307,18 +309,22 @@ func TestSummarizeRetryNamesEveryTransientFailure(t *testing.T) {
 }
 
 func TestOutcomeOf(t *testing.T) {
-	st := &reconcileState{
-		xb: &v1alpha1.ExternalBackend{},
+	rep := report{
 		results: []desired.SourceResult{
 			{Name: "b", Err: providers.Transient(errors.New("x"))},
 			{Name: "ok"},
 			{Name: "a", Err: errors.New("untyped")},
 		},
-		dropped:   make([]v1alpha1.DroppedAddress, 3),
-		endpoints: []desired.Endpoint{{AddressType: discoveryv1.AddressTypeIPv4, Serving: true}},
-		slices:    2,
+		publication: publication{
+			dropped:   make([]v1alpha1.DroppedAddress, 3),
+			endpoints: []desired.Endpoint{{AddressType: discoveryv1.AddressTypeIPv4, Serving: true}},
+			notServed: desired.LeftOut{discoveryv1.AddressTypeIPv6: 2},
+			families:  []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4},
+		},
+		served: sets.New(corev1.IPv4Protocol),
+		slices: 2,
 	}
-	o := outcomeOf(st, metav1.ConditionTrue)
+	o := outcomeOf(false, rep, metav1.ConditionTrue)
 	if len(o.sourceOrder) != 2 || o.sourceOrder[0] != "b" || o.sourceOrder[1] != "a" {
 		t.Errorf("sourceOrder = %v, want [b a] (spec order)", o.sourceOrder)
 	}
@@ -327,6 +333,9 @@ func TestOutcomeOf(t *testing.T) {
 	}
 	if o.dropped != 3 || o.slices != 2 || o.counts.Total != 1 || o.counts.Ready != 1 || o.wasReady != metav1.ConditionTrue {
 		t.Errorf("outcome = %+v", o)
+	}
+	if !strings.Contains(o.notServed, "2 endpoint(s) of family [IPv6]") || !strings.Contains(o.notServed, "[IPv4] only") || o.nothingServed {
+		t.Errorf("notServed = %q, nothingServed = %v", o.notServed, o.nothingServed)
 	}
 }
 
@@ -348,7 +357,7 @@ func TestCountEndpoints(t *testing.T) {
 	}
 }
 
-func TestCapDropped(t *testing.T) {
+func TestCapList(t *testing.T) {
 	mk := func(n int) []v1alpha1.DroppedAddress {
 		var d []v1alpha1.DroppedAddress
 		for i := range n {
@@ -357,12 +366,12 @@ func TestCapDropped(t *testing.T) {
 		return d
 	}
 	for _, c := range []struct{ in, want int }{{0, 0}, {5, 5}, {20, 20}, {21, 20}, {250, 20}} {
-		got := capDropped(mk(c.in))
+		got := capList(mk(c.in), maxDropped)
 		if len(got) != c.want {
-			t.Errorf("capDropped(%d) has %d, want %d", c.in, len(got), c.want)
+			t.Errorf("capList(%d, maxDropped) has %d, want %d", c.in, len(got), c.want)
 		}
 		if len(got) > 0 && (got[0].Address != "192.0.2.0" || got[len(got)-1].Address != fmt.Sprintf("192.0.2.%d", c.want-1)) {
-			t.Errorf("capDropped(%d) does not keep the first ones: %+v", c.in, got)
+			t.Errorf("capList(%d, maxDropped) does not keep the first ones: %+v", c.in, got)
 		}
 	}
 }
@@ -510,15 +519,12 @@ func TestSourceStatusesFollowsSpecOrderAndForgetsRemovedSources(t *testing.T) {
 
 func ptrDur(d time.Duration) *time.Duration { return &d }
 
-// TestSummarizeRequeueLeavesConditions: a pass cut short because the cache
-// is behind changes no condition (no status churn, no event) and looks again
-// soon, without counting as a failure.
-func TestSummarizeRequeueLeavesConditions(t *testing.T) {
-	v := summarize(outcome{syncErr: fmt.Errorf("wrapped: %w", errRequeue)})
-	if len(v.conditions) != 0 || v.removeStalled || v.final || v.retry != nil {
-		t.Errorf("verdict %+v, want no conditions, not final, no retry", v)
-	}
-	if v.recheck <= 0 || v.recheck > time.Second {
-		t.Errorf("recheck = %v, want a short wait", v.recheck)
+// TestSummarizeRecreatingLeavesConditions: a pass that deleted the Service
+// to create it again changes no condition (no status churn, no event) and
+// is not a failure; the reconciler's own rate limiter spaces the next pass.
+func TestSummarizeRecreatingLeavesConditions(t *testing.T) {
+	v := summarize(outcome{syncErr: fmt.Errorf("wrapped: %w", errRecreating)})
+	if len(v.conditions) != 0 || v.removeStalled || v.final || v.retry != nil || v.recheck != 0 {
+		t.Errorf("verdict %+v, want no conditions, not final, no retry, no fixed recheck", v)
 	}
 }

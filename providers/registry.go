@@ -49,11 +49,37 @@ type Forgetter interface {
 }
 
 // Forget tells every provider that keeps state per backend which of the
-// backend's sources are still in its spec (none once it is deleted).
-func (r *Registry) Forget(backend types.NamespacedName, keep ...string) {
+// backend's sources it still serves: each provider hears the names of the
+// sources of its own kind in keep, so a source turned into another kind is
+// forgotten by its former provider. Without keep (the backend is deleted,
+// suspended or invalid) every provider forgets the backend.
+func (r *Registry) Forget(backend types.NamespacedName, keep ...v1alpha1.Source) {
+	for kind, p := range r.byKind {
+		f, ok := p.(Forgetter)
+		if !ok {
+			continue
+		}
+		var names []string
+		for _, s := range keep {
+			if KindOf(s) == kind {
+				names = append(names, s.Name)
+			}
+		}
+		f.Forget(backend, names...)
+	}
+}
+
+// Closer is implemented by providers that run goroutines or hold
+// connections (watches, listings): Close stops them.
+type Closer interface {
+	Close()
+}
+
+// Close stops every provider that runs something, when the controller stops.
+func (r *Registry) Close() {
 	for _, p := range r.byKind {
-		if f, ok := p.(Forgetter); ok {
-			f.Forget(backend, keep...)
+		if c, ok := p.(Closer); ok {
+			c.Close()
 		}
 	}
 }

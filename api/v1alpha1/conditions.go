@@ -21,8 +21,6 @@ const (
 	ReasonResolved = "Resolved"
 	// ReasonSynced: the Service and EndpointSlices match what was resolved.
 	ReasonSynced = "Synced"
-	// ReasonProgressing: the spec changed and is being handled.
-	ReasonProgressing = "Progressing"
 	// ReasonSuspended: spec.suspend is true; nothing is resolved or written.
 	ReasonSuspended = "Suspended"
 
@@ -42,9 +40,15 @@ const (
 	ReasonNoCredentials = "NoCredentials"
 	// ReasonAddressesDropped: some addresses were not published; status.dropped says why.
 	ReasonAddressesDropped = "AddressesDropped"
+	// ReasonFamilyNotServed: endpoints of an IP family the cluster gives
+	// Services no addresses of were not published; status.endpoints.notServed counts them.
+	ReasonFamilyNotServed = "FamilyNotServed"
 
 	// ReasonServiceConflict: a Service of that name exists that this ExternalBackend does not own.
 	ReasonServiceConflict = "ServiceConflict"
 	// ReasonWriteFailed: writing the Service or an EndpointSlice failed; it is retried.
 	ReasonWriteFailed = "WriteFailed"
+	// ReasonReadFailed: reading the Service, the EndpointSlices or the
+	// cluster's ServiceCIDRs failed; it is retried.
+	ReasonReadFailed = "ReadFailed"
 )

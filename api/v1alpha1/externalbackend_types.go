@@ -247,12 +247,18 @@ type DNSSource struct {
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 
-	// minRefresh is the shortest time between two lookups, whatever the TTL.
+	// minRefresh is the shortest time between two lookups, whatever the TTL;
+	// at least 1s, and never below the controller's --dns-min-refresh.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="spec.sources[].dns.minRefresh: shorter than 1s; a lookup loop that fast would load the resolver, use 1s or more"
 	MinRefresh *metav1.Duration `json:"minRefresh,omitempty"`
 
-	// maxRefresh is the longest time between two lookups, whatever the TTL.
+	// maxRefresh is the longest time between two lookups, whatever the TTL;
+	// at least 1s, and never below the controller's --dns-min-refresh.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="spec.sources[].dns.maxRefresh: shorter than 1s; a lookup loop that fast would load the resolver, use 1s or more"
 	MaxRefresh *metav1.Duration `json:"maxRefresh,omitempty"`
 }
 
@@ -407,6 +413,7 @@ type ExternalBackendStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
 	Sources []SourceStatus `json:"sources,omitempty"`
 
 	// dropped lists addresses that were found but not published, with why
@@ -416,10 +423,12 @@ type ExternalBackendStatus struct {
 	Dropped []DroppedAddress `json:"dropped,omitempty"`
 
 	// draining lists endpoints that vanished from their source and are kept as
-	// terminating until their drain period ends.
+	// terminating until their drain period ends, the first 100 by address;
+	// endpoints.terminating counts them all.
 	// +optional
 	// +listType=map
 	// +listMapKey=address
+	// +kubebuilder:validation:MaxItems=100
 	Draining []DrainingEndpoint `json:"draining,omitempty"`
 }
 
@@ -446,6 +455,11 @@ type EndpointCounts struct {
 	// fqdn endpoints.
 	// +optional
 	FQDN int32 `json:"fqdn,omitempty"`
+	// notServed counts endpoints not published because the cluster gives
+	// Services no cluster IPs of their family (an IPv6 address on an
+	// IPv4-only cluster); the Resolved condition names the families.
+	// +optional
+	NotServed int32 `json:"notServed,omitempty"`
 }
 
 // SourceStatus is the state of one source.

@@ -13,9 +13,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// ServiceCIDRs make the API server dual-stack, so Services can have both
-// IP families as they would in a dual-stack cluster.
-const ServiceCIDRs = "10.96.0.0/24,fd00:10:96::/112"
+// Service ranges of the two kinds of cluster the tests run on.
+const (
+	// DualStackServiceCIDRs give Services both IP families, as in a
+	// dual-stack cluster.
+	DualStackServiceCIDRs = "10.96.0.0/24,fd00:10:96::/112"
+	// SingleStackServiceCIDRs give Services IPv4 only, as in most clusters
+	// (EKS, GKE and kubeadm by default).
+	SingleStackServiceCIDRs = "10.96.0.0/24"
+)
+
+// StackEnv chooses the kind of cluster Start runs: "single" for an IPv4-only
+// API server, anything else (or unset) for a dual-stack one. `make test`
+// runs the end-to-end suites once each way.
+const StackEnv = "BACKENDSLICE_TEST_STACK"
+
+// ServiceCIDRs are the Service ranges StackEnv chooses.
+func ServiceCIDRs() string {
+	if os.Getenv(StackEnv) == "single" {
+		return SingleStackServiceCIDRs
+	}
+	return DualStackServiceCIDRs
+}
 
 // ControlPlane is a running kube-apiserver and etcd.
 type ControlPlane struct {
@@ -64,7 +83,7 @@ func Start() (*ControlPlane, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", ServiceCIDRs)
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", ServiceCIDRs())
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)

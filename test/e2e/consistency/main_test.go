@@ -77,7 +77,6 @@ func newReconciler(t *testing.T, mgr ctrl.Manager, c client.Client) *controllers
 	r := &controllers.Reconciler{
 		Client:    c,
 		APIReader: mgr.GetAPIReader(),
-		Scheme:    mgr.GetScheme(),
 		Events:    mgr.GetEventRecorder("backendslice"),
 		Providers: reg,
 		Config:    framework.TestConfig(),

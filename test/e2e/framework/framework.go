@@ -74,6 +74,7 @@ func TestConfig() controllers.Config {
 		DeniedPrefixes:       denied,
 		DeniedNames:          controllers.DefaultDeniedNames(),
 		ResolveTimeout:       5 * time.Second,
+		ReconcileTimeout:     controllers.DefaultReconcileTimeout,
 	}
 }
 

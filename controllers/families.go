@@ -1,0 +1,69 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=list;watch
+
+// servedFamilies tells which IP families the cluster gives Services cluster
+// IPs of. A Service that asks for a family the cluster lacks is refused
+// ("not configured on this cluster"), so the Service and the slices publish
+// only these.
+type servedFamilies interface {
+	served(ctx context.Context) (sets.Set[corev1.IPFamily], error)
+}
+
+// serviceCIDRFamilies reads the families from the cluster's ServiceCIDRs
+// (networking.k8s.io/v1, on every cluster since Kubernetes 1.33): a cluster
+// serves a family when a ServiceCIDR of that family is not being deleted and
+// not marked unready.
+type serviceCIDRFamilies struct{ reader client.Reader }
+
+func (f serviceCIDRFamilies) served(ctx context.Context) (sets.Set[corev1.IPFamily], error) {
+	var list networkingv1.ServiceCIDRList
+	if err := f.reader.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing ServiceCIDRs to learn the cluster's IP families: %w", err)
+	}
+	return familiesOf(list.Items), nil
+}
+
+// familiesOf is the set of families the usable ServiceCIDRs cover.
+func familiesOf(cidrs []networkingv1.ServiceCIDR) sets.Set[corev1.IPFamily] {
+	out := sets.New[corev1.IPFamily]()
+	for _, c := range cidrs {
+		if !c.DeletionTimestamp.IsZero() || meta.IsStatusConditionPresentAndEqual(
+			c.Status.Conditions, networkingv1.ServiceCIDRConditionReady, metav1.ConditionFalse) {
+			continue
+		}
+		for _, s := range c.Spec.CIDRs {
+			p, err := netip.ParsePrefix(s)
+			switch {
+			case err != nil:
+				continue
+			case p.Addr().Is4():
+				out.Insert(corev1.IPv4Protocol)
+			default:
+				out.Insert(corev1.IPv6Protocol)
+			}
+		}
+	}
+	return out
+}
+
+// fixedFamilies are families given by the controller's configuration, for
+// clusters without the ServiceCIDR API.
+type fixedFamilies []corev1.IPFamily
+
+func (f fixedFamilies) served(context.Context) (sets.Set[corev1.IPFamily], error) {
+	return sets.New(f...), nil
+}
