@@ -85,7 +85,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.QueryTimeout, "dns-query-timeout", DefaultQueryTimeout,
 		"how long one DNS query waits for one resolver before asking the next")
 	fs.DurationVar(&o.MinRefresh, "dns-min-refresh", DefaultMinRefresh,
-		"shortest time between lookups of a DNS name, whatever its TTL, where the spec sets no minRefresh")
+		"shortest time between lookups of a DNS name, whatever its TTL or the spec says")
 	fs.DurationVar(&o.MaxRefresh, "dns-max-refresh", DefaultMaxRefresh,
 		"longest time between lookups of a DNS name, whatever its TTL, where the spec sets no maxRefresh")
 }
@@ -250,9 +250,9 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 }
 
 // refreshBounds are the shortest and longest times until the next lookup:
-// the spec's, else the provider's. A bound the spec sets wins over a
-// default it contradicts; two spec bounds that contradict each other are an
-// invalid spec.
+// the spec's, else the provider's, and never below the provider's floor
+// (--dns-min-refresh). A spec floor above the default ceiling wins over it;
+// two spec bounds that contradict each other are an invalid spec.
 func (p *Provider) refreshBounds(field string, src *v1alpha1.DNSSource) (lo, hi time.Duration, err error) {
 	lo, hi = p.minRefresh, p.maxRefresh
 	if d := src.MinRefresh; d != nil {
@@ -277,7 +277,9 @@ func (p *Provider) refreshBounds(field string, src *v1alpha1.DNSSource) (lo, hi 
 	default:
 		lo = hi
 	}
-	return lo, hi, nil
+	// The controller's floor holds whatever the spec says: a spec must not
+	// be able to make the controller look up a name in a tight loop.
+	return max(lo, p.minRefresh), max(hi, p.minRefresh), nil
 }
 
 // failure is the provider error for the lookups' errors, nil when none

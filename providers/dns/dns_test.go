@@ -254,10 +254,14 @@ func TestRefreshAfter(t *testing.T) {
 			s.Set(h, mdns.TypeA, 1, "192.0.2.1")
 			s.Set(h, mdns.TypeAAAA, 1, "2001:db8::1")
 		}, opts: defaults, want: dns.DefaultMinRefresh, addrs: 2},
-		{name: "a spec ceiling below the default floor wins", records: func(h string) {
+		{name: "a spec ceiling below the controller's floor waits the floor", records: func(h string) {
 			s.Set(h, mdns.TypeA, 60, "192.0.2.1")
 			s.Set(h, mdns.TypeAAAA, 60, "2001:db8::1")
-		}, opts: defaults, hi: 2 * time.Second, want: 2 * time.Second, addrs: 2},
+		}, opts: defaults, hi: 2 * time.Second, want: dns.DefaultMinRefresh, addrs: 2},
+		{name: "a nanosecond in the spec waits the controller's floor", records: func(h string) {
+			s.Set(h, mdns.TypeA, 0, "192.0.2.1")
+			s.Set(h, mdns.TypeAAAA, 0, "2001:db8::1")
+		}, opts: testOptions(s), lo: time.Nanosecond, hi: time.Nanosecond, want: time.Second, addrs: 2},
 		{name: "a spec floor above the default ceiling wins", records: func(h string) {
 			s.Set(h, mdns.TypeA, 60, "192.0.2.1")
 			s.Set(h, mdns.TypeAAAA, 60, "2001:db8::1")
