@@ -53,6 +53,8 @@ type Reconciler struct {
 	workers int
 	// known holds each source's last answer, by source name.
 	known *byName[map[string]lastAnswer]
+	// drains holds when each draining endpoint started to drain.
+	drains *byName[[]v1alpha1.DrainingEndpoint]
 	// bursts holds the coalescing window's state.
 	bursts *byName[coalesce.State]
 	// own tells the watch events of our own writes from others', by kind.
@@ -148,6 +150,7 @@ func (r *Reconciler) release(key types.NamespacedName) {
 	r.Metrics.forget(key.Namespace, key.Name)
 	r.known.forget(key)
 	r.bursts.forget(key)
+	r.drains.forget(key)
 	r.again.Forget(key)
 	r.Providers.Forget(key)
 }
@@ -182,6 +185,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.validate = newValidator()
 	r.known = newByName[map[string]lastAnswer]()
 	r.bursts = newByName[coalesce.State]()
+	r.drains = newByName[[]v1alpha1.DrainingEndpoint]()
 	r.own = newOwnWritesByKind()
 	r.again = retryLimiter[types.NamespacedName]()
 	if r.Clock == nil {

@@ -135,14 +135,20 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 	})
 	served := func(t discoveryv1.AddressType) bool { return seen.served.Has(corev1.IPFamily(t)) }
 	current, notServed := desired.OnlyServed(current, served)
+	key := client.ObjectKeyFromObject(xb)
+	started, _ := r.drains.get(key)
 	drained := desired.Drain(desired.DrainInput{
-		Current:      current,
-		Published:    desired.FromSlices(seen.slices),
-		Draining:     xb.Status.Draining,
+		Current:   current,
+		Published: desired.FromSlices(seen.slices),
+		// Status lists the first drains only, and its patch may fail: the
+		// drains this process started are remembered here too, so that no
+		// drain starts again and never ends.
+		Draining:     mergeDrains(started, xb.Status.Draining),
 		Now:          r.Clock.Now(),
 		Period:       r.drainPeriod(xb),
 		HoldVanished: res.holdVanished,
 	})
+	r.drains.set(key, drained.Draining)
 	pub := publication{
 		endpoints:    drained.Endpoints,
 		dropped:      dropped,
@@ -193,4 +199,23 @@ func notServedMessage(left desired.LeftOut, served sets.Set[corev1.IPFamily]) st
 	})
 	return fmt.Sprintf("%d endpoint(s) of family %v not published: this cluster gives Services addresses of %v only (its ServiceCIDRs); add a ServiceCIDR of the family or drop it from spec.addressTypes",
 		left.Total(), fams, sets.List(served))
+}
+
+// mergeDrains is every drain start known: remembered ones first, then
+// those status lists that memory lacks (after a restart).
+func mergeDrains(remembered, status []v1alpha1.DrainingEndpoint) []v1alpha1.DrainingEndpoint {
+	if len(remembered) == 0 {
+		return status
+	}
+	out := slices.Clone(remembered)
+	known := make(map[string]bool, len(remembered))
+	for _, d := range remembered {
+		known[d.Address] = true
+	}
+	for _, d := range status {
+		if !known[d.Address] {
+			out = append(out, d)
+		}
+	}
+	return out
 }

@@ -30,7 +30,7 @@ func Render(xb *v1alpha1.ExternalBackend, results []desired.SourceResult, cfg Co
 	// Offline, every family the spec asks for is taken as served, and
 	// nothing is held back: there is no earlier answer to hold.
 	cfg.Coalesce = coalesce.Window{}
-	r := &Reconciler{Config: cfg, Clock: clock.RealClock{}}
+	r := &Reconciler{Config: cfg, Clock: clock.RealClock{}, drains: newByName[[]v1alpha1.DrainingEndpoint]()}
 	seen := observed{served: sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol)}
 	pub := r.publication(context.Background(), xb, resolved{results: results}, seen)
 	svc := desiredService(xb, ipFamilies(pub.families, pub.endpoints))

@@ -87,6 +87,8 @@ type Env struct {
 	cancel  context.CancelFunc
 	done    chan error
 	ns      atomic.Int32
+	// opts started the controller; RestartController starts it again with them.
+	opts Options
 }
 
 // Start starts the control plane and, unless ControlPlaneOnly, the controller.
@@ -116,6 +118,7 @@ func (e *Env) start(opts Options) error {
 	if opts.ControlPlaneOnly {
 		return nil
 	}
+	e.opts = opts
 	return e.startController(opts)
 }
 
@@ -154,6 +157,22 @@ func (e *Env) startController(opts Options) error {
 	e.cancel = cancel
 	go func() { e.done <- mgr.Start(ctx) }()
 	return nil
+}
+
+// RestartController stops the controller and starts a new one, as a
+// restart of its process would: new providers, no memory of earlier
+// answers, caches filled again from the API server, metrics from zero.
+func RestartController(t *testing.T) {
+	t.Helper()
+	e := current
+	e.cancel()
+	if err := <-e.done; err != nil {
+		t.Fatalf("stopping the controller: %v", err)
+	}
+	e.metrics = prometheus.NewRegistry()
+	if err := e.startController(e.opts); err != nil {
+		t.Fatalf("starting the controller again: %v", err)
+	}
 }
 
 // Stop stops the controller, if it runs, and the control plane.
@@ -401,4 +420,24 @@ func containsAll(m, sub map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// DualStack tells whether the API server gives Services both IP families
+// (controlplane.StackEnv chooses).
+func DualStack() bool { return controlplane.ServiceCIDRs() == controlplane.DualStackServiceCIDRs }
+
+// Served keeps the addresses of the families the API server serves: all on
+// a dual-stack one, the IPv4 ones on a single-stack one, where the
+// controller leaves the others out.
+func Served(addrs ...string) []string {
+	if DualStack() {
+		return addrs
+	}
+	var out []string
+	for _, a := range addrs {
+		if !strings.Contains(a, ":") {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers"
+)
+
+// quietPeriod is how long a repaired backend is watched for a loop.
+const quietPeriod = 3 * time.Second
+
+// expectQuiet checks that, over quietPeriod, the controller neither writes
+// the backend's objects nor reconciles more than a few times in all: a
+// retry loop shows as dozens of reconciles (it used to be one every 50 ms).
+func expectQuiet(t *testing.T, xb *v1alpha1.ExternalBackend) {
+	t.Helper()
+	before := versions(t, xb.Namespace, "db")
+	n := reconciles(t, "")
+	time.Sleep(quietPeriod)
+	if got := reconciles(t, "") - n; got > 5 {
+		t.Errorf("%v reconciles in %s of quiet: a retry loop", got, quietPeriod)
+	}
+	expectUnchanged(t, xb.Namespace, "db", before)
+}
+
+// TestTamperingRepaired edits our Service and slices the ways people and
+// tools do: each is repaired, the objects are re-adopted rather than
+// duplicated, new endpoints are still published afterwards, and nothing
+// loops. These run one after another: expectQuiet counts every reconcile.
+func TestTamperingRepaired(t *testing.T) {
+	addrs := []string{"192.0.2.70", "192.0.2.71"}
+	xb, _ := readyBackend(t, addrs)
+	ns := xb.Namespace
+	next := 72
+	// grow adds an endpoint and waits until it is published next to the
+	// others: a plan that places an endpoint is what a hidden slice of ours
+	// used to block.
+	grow := func(t *testing.T) {
+		t.Helper()
+		addr := fmt.Sprintf("192.0.2.%d", next)
+		next++
+		mustUpdate(t, xb, addEndpoint(addr))
+		addrs = append(addrs, addr)
+		waitPublished(t, ns, "db", allReady(addrs...))
+		waitReady(t, xb)
+	}
+	slice := func(t *testing.T) *discoveryv1.EndpointSlice {
+		t.Helper()
+		sl := ourSlices(t, ns, "db")
+		if len(sl) != 1 {
+			t.Fatalf("%d slices of ours, want 1", len(sl))
+		}
+		return &sl[0]
+	}
+
+	t.Run("Service label stripped", func(t *testing.T) {
+		mustEdit(t, getService(t, ns, "db"), func(s *corev1.Service) { delete(s.Labels, controllers.BackendLabel) })
+		eventually(t, timeout, "Service relabelled", func() error {
+			if v := getService(t, ns, "db").Labels[controllers.BackendLabel]; v != "db" {
+				return fmt.Errorf("label %q", v)
+			}
+			return nil
+		})
+		grow(t)
+		expectQuiet(t, xb)
+	})
+	t.Run("slice backend label stripped", func(t *testing.T) {
+		s := slice(t)
+		mustEdit(t, s, func(s *discoveryv1.EndpointSlice) { delete(s.Labels, controllers.BackendLabel) })
+		grow(t)
+		if s := slice(t); s.Labels[controllers.BackendLabel] != "db" {
+			t.Errorf("slice %s labels %v: not relabelled", s.Name, s.Labels)
+		}
+		expectQuiet(t, xb)
+	})
+	t.Run("slice managed-by label stripped", func(t *testing.T) {
+		mustEdit(t, slice(t), func(s *discoveryv1.EndpointSlice) { delete(s.Labels, discoveryv1.LabelManagedBy) })
+		eventually(t, timeout, "slice relabelled", func() error {
+			if len(ourSlices(t, ns, "db")) != 1 {
+				return fmt.Errorf("no slice of ours carries the managed-by label")
+			}
+			return nil
+		})
+		grow(t)
+		expectQuiet(t, xb)
+	})
+	t.Run("Service owner reference removed", func(t *testing.T) {
+		mustEdit(t, getService(t, ns, "db"), func(s *corev1.Service) { s.OwnerReferences = nil })
+		eventually(t, timeout, "Service adopted again", func() error {
+			if !metav1.IsControlledBy(getService(t, ns, "db"), get(t, xb)) {
+				return fmt.Errorf("owners %v", getService(t, ns, "db").OwnerReferences)
+			}
+			return nil
+		})
+		grow(t)
+		expectQuiet(t, xb)
+	})
+	t.Run("slice owner reference removed", func(t *testing.T) {
+		mustEdit(t, slice(t), func(s *discoveryv1.EndpointSlice) { s.OwnerReferences = nil })
+		eventually(t, timeout, "slice adopted again", func() error {
+			sl := ourSlices(t, ns, "db")
+			if len(sl) != 1 || !metav1.IsControlledBy(&sl[0], getService(t, ns, "db")) {
+				return fmt.Errorf("%d slices, owners %v", len(sl), sl[0].OwnerReferences)
+			}
+			return nil
+		})
+		grow(t)
+		expectQuiet(t, xb)
+	})
+	t.Run("selector added to the Service", func(t *testing.T) {
+		mustEdit(t, getService(t, ns, "db"), func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "db"} })
+		eventually(t, timeout, "selector removed", func() error {
+			if sel := getService(t, ns, "db").Spec.Selector; sel != nil {
+				return fmt.Errorf("selector %v", sel)
+			}
+			return nil
+		})
+		expectQuiet(t, xb)
+	})
+	t.Run("hand-made slice with our labels", func(t *testing.T) {
+		// Every label of ours, no owner, never written by the controller:
+		// not ours, whatever it says. It holds one of our addresses and the
+		// name the controller would give its next slice.
+		fake := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-ipv4-1", Labels: slice(t).Labels},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addrs[0]}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To[int32](5432)}},
+		}
+		mustCreate(t, fake)
+		rv := fake.ResourceVersion
+		// A maximum of one endpoint per slice makes the controller create
+		// slices, next to a name the hand-made slice holds.
+		mustUpdate(t, xb, func(xb *v1alpha1.ExternalBackend) { xb.Spec.MaxEndpointsPerSlice = ptr.To[int32](1) })
+		waitReady(t, xb)
+		eventually(t, timeout, "our slices, one endpoint each", func() error {
+			sl := ourSlices(t, ns, "db")
+			seen := map[string]bool{}
+			for _, s := range sl {
+				if s.Name == fake.Name {
+					continue
+				}
+				if len(s.Endpoints) != 1 || !metav1.IsControlledBy(&s, getService(t, ns, "db")) {
+					return fmt.Errorf("slice %s: %d endpoints, owners %v", s.Name, len(s.Endpoints), s.OwnerReferences)
+				}
+				seen[s.Endpoints[0].Addresses[0]] = true
+			}
+			if len(seen) != len(addrs) {
+				return fmt.Errorf("our slices hold %v, want %v", seen, addrs)
+			}
+			return nil
+		})
+		expectSliceIntact(t, fake, rv)
+	})
+}
