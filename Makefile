@@ -79,9 +79,14 @@ vet: ## Run go vet.
 lint: golangci-lint ## Run golangci-lint (.golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
+# The end-to-end suites run a second time on a single-stack (IPv4-only) API
+# server, the kind most clusters are; the first run is dual-stack.
+E2E_PKGS ?= ./test/e2e/...
+
 .PHONY: test
-test: $(TEST_PREREQS) ## Run all tests on a real kube-apiserver and etcd (envtest).
+test: $(TEST_PREREQS) ## Run all tests on a real kube-apiserver and etcd (envtest), dual-stack, then the end-to-end suites single-stack.
 	$(ENVTEST_ENV) $(GO) test $(TEST_PKGS) $(TEST_FLAGS)
+	$(ENVTEST_ENV) BACKENDSLICE_TEST_STACK=single $(GO) test $(E2E_PKGS) $(TEST_FLAGS)
 
 .PHONY: verify
 verify: generate manifests fmt ## Fail if generated code, manifests, formatting or go.mod are out of date.

@@ -36,9 +36,10 @@ const demoNamespace = "backendslice-demo"
 
 // demoOptions configure the demo.
 type demoOptions struct {
-	samples string
-	once    bool
-	timeout time.Duration
+	samples     string
+	once        bool
+	timeout     time.Duration
+	singleStack bool
 }
 
 func demoCommand() *cobra.Command {
@@ -60,6 +61,7 @@ func demoCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.samples, "samples", "config/samples", "folder of ExternalBackend manifests to apply")
 	cmd.Flags().BoolVar(&o.once, "once", false, "stop after printing the result instead of running until Ctrl-C")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for the samples to become Ready")
+	cmd.Flags().BoolVar(&o.singleStack, "single-stack", false, "run an IPv4-only API server, as most clusters are, instead of a dual-stack one")
 	// The demo needs no ports of its own, and its tables read best without
 	// the controller's info logs between them.
 	for flag, value := range map[string]string{"metrics-bind-address": "0", "health-probe-bind-address": "0", "zap-log-level": "error"} {
@@ -74,7 +76,11 @@ func demoCommand() *cobra.Command {
 // controller, prints what it wrote, and waits for ctx to end.
 func runDemo(ctx context.Context, out io.Writer, opts controllers.ManagerOptions, o demoOptions) (err error) {
 	fmt.Fprintln(out, "Starting kube-apiserver and etcd ...")
-	cp, err := controlplane.Start()
+	cidrs := controlplane.DualStackServiceCIDRs
+	if o.singleStack {
+		cidrs = controlplane.SingleStackServiceCIDRs
+	}
+	cp, err := controlplane.StartWith(cidrs)
 	if err != nil {
 		return err
 	}
@@ -86,7 +92,7 @@ func runDemo(ctx context.Context, out io.Writer, opts controllers.ManagerOptions
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "API server at %s; kubeconfig written to %s\n", cp.Config.Host, kubeconfig)
+	fmt.Fprintf(out, "API server at %s (Service ranges %s); kubeconfig written to %s\n", cp.Config.Host, cidrs, kubeconfig)
 
 	opts.MetricsRegistry = prometheus.NewRegistry()
 	mgr, err := controllers.NewManager(cp.Config, opts)
@@ -211,6 +217,9 @@ func printBackends(ctx context.Context, c client.Reader, out io.Writer) error {
 		}
 		ready := meta.FindStatusCondition(xb.Status.Conditions, v1alpha1.ConditionReady)
 		fmt.Fprintf(out, "ExternalBackend %s  Ready=%s (%s)\n", xb.Name, ready.Status, ready.Message)
+		if c := meta.FindStatusCondition(xb.Status.Conditions, v1alpha1.ConditionResolved); c != nil && c.Reason != v1alpha1.ReasonResolved {
+			fmt.Fprintf(out, "  Resolved=%s %s: %s\n", c.Status, c.Reason, c.Message)
+		}
 		fmt.Fprintf(out, "  Service %s  clusterIPs=%s  ipFamilies=%v  policy=%s  selector=%v\n",
 			svc.Name, strings.Join(svc.Spec.ClusterIPs, ","), svc.Spec.IPFamilies, ptr.Deref(svc.Spec.IPFamilyPolicy, ""), svc.Spec.Selector)
 		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)

@@ -62,9 +62,14 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// Start runs the control plane. Binaries come from $KUBEBUILDER_ASSETS, or
-// bin/ in the repository (`make controlplane` puts them there).
-func Start() (*ControlPlane, error) {
+// Start runs the control plane with the Service ranges StackEnv chooses.
+func Start() (*ControlPlane, error) { return StartWith(ServiceCIDRs()) }
+
+// StartWith runs the control plane with the given Service ranges (one
+// range for a single-stack cluster, one of each family for a dual-stack
+// one). Binaries come from $KUBEBUILDER_ASSETS, or bin/ in the repository
+// (`make controlplane` puts them there).
+func StartWith(serviceCIDRs string) (*ControlPlane, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -83,7 +88,7 @@ func Start() (*ControlPlane, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", ServiceCIDRs())
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", serviceCIDRs)
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
