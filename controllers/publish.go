@@ -137,13 +137,14 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 	current, notServed := desired.OnlyServed(current, served)
 	key := client.ObjectKeyFromObject(xb)
 	started, _ := r.drains.get(key)
+	// Status lists the first drains only, and its patch may fail: the
+	// slices record every drain start, and this process remembers the ones
+	// it started, so that no drain starts again and never ends.
+	draining := mergeDrains(started, desired.DrainsFromSlices(seen.slices), xb.Status.Draining)
 	drained := desired.Drain(desired.DrainInput{
-		Current:   current,
-		Published: desired.FromSlices(seen.slices),
-		// Status lists the first drains only, and its patch may fail: the
-		// drains this process started are remembered here too, so that no
-		// drain starts again and never ends.
-		Draining:     mergeDrains(started, xb.Status.Draining),
+		Current:      current,
+		Published:    desired.FromSlices(seen.slices),
+		Draining:     draining,
 		Now:          r.Clock.Now(),
 		Period:       r.drainPeriod(xb),
 		HoldVanished: res.holdVanished,
@@ -165,7 +166,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		log.FromContext(ctx).V(1).Info("holding a provider change in the coalescing window", "for", wait)
 		r.Metrics.heldBack()
 		pub.endpoints = desired.FromSlices(seen.slices)
-		pub.draining = xb.Status.Draining
+		pub.draining = draining
 		pub.held = true
 		pub.requeueAfter = earliest(pub.requeueAfter, wait)
 	}
@@ -201,20 +202,17 @@ func notServedMessage(left desired.LeftOut, served sets.Set[corev1.IPFamily]) st
 		left.Total(), fams, sets.List(served))
 }
 
-// mergeDrains is every drain start known: remembered ones first, then
-// those status lists that memory lacks (after a restart).
-func mergeDrains(remembered, status []v1alpha1.DrainingEndpoint) []v1alpha1.DrainingEndpoint {
-	if len(remembered) == 0 {
-		return status
-	}
-	out := slices.Clone(remembered)
-	known := make(map[string]bool, len(remembered))
-	for _, d := range remembered {
-		known[d.Address] = true
-	}
-	for _, d := range status {
-		if !known[d.Address] {
-			out = append(out, d)
+// mergeDrains is every drain start known, each address once, the first
+// list that has it winning: memory, then the slices, then status.
+func mergeDrains(lists ...[]v1alpha1.DrainingEndpoint) []v1alpha1.DrainingEndpoint {
+	var out []v1alpha1.DrainingEndpoint
+	known := map[string]bool{}
+	for _, l := range lists {
+		for _, d := range l {
+			if !known[d.Address] {
+				known[d.Address] = true
+				out = append(out, d)
+			}
 		}
 	}
 	return out

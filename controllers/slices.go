@@ -38,6 +38,7 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 			ServiceName: svc.Name,
 			Labels:      sliceLabels(xb, svc.Name),
 			Owner:       ownerRef(svc, corev1.SchemeGroupVersion.WithKind("Service")),
+			Annotate:    desired.DrainAnnotator(pub.draining),
 		},
 		Desired:              desired.ZoneHints(desired.Groups(pub.endpoints), xb.Spec.Service.TrafficDistribution, xb.Spec.Service.Annotations),
 		Existing:             onlyOwned(seen.slices, svc),

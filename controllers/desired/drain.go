@@ -1,11 +1,14 @@
 package desired
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 )
@@ -94,4 +97,57 @@ func ceilSecond(t time.Time) time.Time {
 		return r.Add(time.Second)
 	}
 	return t
+}
+
+// DrainAnnotation is the slice annotation that records when each of the
+// slice's terminating endpoints started to drain: written with the slice
+// that marks them terminating, it survives a failed status patch and a
+// restart, and status lists only the first drains.
+const DrainAnnotation = "backendslice.io/draining-since"
+
+// DrainAnnotator returns the annotations a slice holding eps carries: the
+// drain start of each of its terminating endpoints found in draining.
+func DrainAnnotator(draining []v1alpha1.DrainingEndpoint) func([]discoveryv1.Endpoint) map[string]string {
+	since := make(map[string]metav1.Time, len(draining))
+	for _, d := range draining {
+		since[d.Address] = d.Since
+	}
+	return func(eps []discoveryv1.Endpoint) map[string]string {
+		starts := map[string]string{}
+		for _, ep := range eps {
+			if len(ep.Addresses) == 0 || !ptr.Deref(ep.Conditions.Terminating, false) {
+				continue
+			}
+			if s, ok := since[ep.Addresses[0]]; ok {
+				starts[ep.Addresses[0]] = s.UTC().Format(time.RFC3339)
+			}
+		}
+		if len(starts) == 0 {
+			return nil
+		}
+		// Maps marshal with sorted keys: the same drains, the same text.
+		b, _ := json.Marshal(starts)
+		return map[string]string{DrainAnnotation: string(b)}
+	}
+}
+
+// DrainsFromSlices reads the drain starts our slices record. A mangled
+// annotation records nothing: those drains start again.
+func DrainsFromSlices(sl []discoveryv1.EndpointSlice) []v1alpha1.DrainingEndpoint {
+	var out []v1alpha1.DrainingEndpoint
+	for _, s := range sl {
+		var starts map[string]string
+		if json.Unmarshal([]byte(s.Annotations[DrainAnnotation]), &starts) != nil {
+			continue
+		}
+		for addr, v := range starts {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				continue
+			}
+			out = append(out, v1alpha1.DrainingEndpoint{Address: addr, Since: metav1.NewTime(t)})
+		}
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.DrainingEndpoint) int { return strings.Compare(a.Address, b.Address) })
+	return out
 }

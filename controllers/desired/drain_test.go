@@ -7,6 +7,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 )
@@ -190,5 +191,39 @@ func TestDrainStartsAtTheNextWholeSecond(t *testing.T) {
 	again := Drain(DrainInput{Published: res.Endpoints, Draining: res.Draining, Now: now.Add(5 * time.Second), Period: 10 * time.Second})
 	if len(again.Endpoints) != 1 || again.NextExpiry != 5*time.Second+600*time.Millisecond || !again.Draining[0].Since.Equal(&res.Draining[0].Since) {
 		t.Errorf("second pass: %+v", again)
+	}
+}
+
+// TestDrainAnnotationRoundTrip: the drain starts a slice records for its
+// terminating endpoints read back as they were; endpoints that are not
+// terminating, or not draining, record nothing; garbage reads as nothing.
+func TestDrainAnnotationRoundTrip(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(7 * time.Second))
+	draining := []v1alpha1.DrainingEndpoint{{Address: "192.0.2.1", Since: t0}, {Address: "192.0.2.2", Since: t1}, {Address: "192.0.2.9", Since: t1}}
+	eps := []discoveryv1.Endpoint{
+		{Addresses: []string{"192.0.2.1"}, Conditions: discoveryv1.EndpointConditions{Terminating: ptr.To(true)}},
+		{Addresses: []string{"192.0.2.2"}, Conditions: discoveryv1.EndpointConditions{Terminating: ptr.To(true)}},
+		{Addresses: []string{"192.0.2.3"}, Conditions: discoveryv1.EndpointConditions{Terminating: ptr.To(true)}},
+		{Addresses: []string{"192.0.2.9"}},
+	}
+	ann := DrainAnnotator(draining)(eps)
+	if got, want := ann[DrainAnnotation], `{"192.0.2.1":"2026-12-02T10:00:00Z","192.0.2.2":"2026-12-02T10:00:07Z"}`; got != want {
+		t.Fatalf("annotation %q, want %q", got, want)
+	}
+	if again := DrainAnnotator(draining)(eps); again[DrainAnnotation] != ann[DrainAnnotation] {
+		t.Errorf("not stable: %q then %q", ann[DrainAnnotation], again[DrainAnnotation])
+	}
+	if a := DrainAnnotator(draining)(eps[2:]); a != nil {
+		t.Errorf("no draining endpoint, yet annotations %v", a)
+	}
+	sl := []discoveryv1.EndpointSlice{
+		{ObjectMeta: metav1.ObjectMeta{Annotations: ann}},
+		{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{DrainAnnotation: "not json"}}},
+		{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{DrainAnnotation: `{"192.0.2.5":"yesterday"}`}}},
+	}
+	got := DrainsFromSlices(sl)
+	if len(got) != 2 || got[0].Address != "192.0.2.1" || !got[0].Since.Equal(&t0) || got[1].Address != "192.0.2.2" || !got[1].Since.Equal(&t1) {
+		t.Errorf("read back %+v, want 192.0.2.1 at %v and 192.0.2.2 at %v", got, t0, t1)
 	}
 }

@@ -64,6 +64,27 @@ type Template struct {
 	// Owner is the Service; it must be the only ownerReference, so that the
 	// slices are garbage collected with it.
 	Owner metav1.OwnerReference
+	// Annotate, when set, gives the annotations a slice carries because of
+	// the endpoints it holds (when each drain started), on top of
+	// Annotations. It must be a pure function of the endpoints.
+	Annotate func(eps []discoveryv1.Endpoint) map[string]string
+}
+
+// annotationsFor is the complete annotation set of a slice holding eps.
+func (t Template) annotationsFor(eps []discoveryv1.Endpoint) map[string]string {
+	if t.Annotate == nil {
+		return maps.Clone(t.Annotations)
+	}
+	extra := t.Annotate(eps)
+	if len(extra) == 0 {
+		return maps.Clone(t.Annotations)
+	}
+	out := maps.Clone(t.Annotations)
+	if out == nil {
+		out = make(map[string]string, len(extra))
+	}
+	maps.Copy(out, extra)
+	return out
 }
 
 // Input is everything one planning run looks at.
@@ -311,11 +332,11 @@ func (d *draft) build(t Template, g *Group) *discoveryv1.EndpointSlice {
 			s.Ports[i] = *g.Ports[i].DeepCopy()
 		}
 	}
-	applyTemplate(s, t)
 	s.Endpoints = make([]discoveryv1.Endpoint, len(d.eps))
 	for i, ep := range d.eps {
 		s.Endpoints[i] = *ep.DeepCopy()
 	}
+	applyTemplate(s, t)
 	return s
 }
 
@@ -359,11 +380,12 @@ func (in Input) nameCreates(creates []*discoveryv1.EndpointSlice) {
 	}
 }
 
-// applyTemplate sets the metadata every slice we write carries.
+// applyTemplate sets the metadata every slice we write carries, for the
+// endpoints it holds.
 func applyTemplate(s *discoveryv1.EndpointSlice, t Template) {
 	s.Namespace = t.Namespace
 	s.Labels = maps.Clone(t.Labels)
-	s.Annotations = maps.Clone(t.Annotations)
+	s.Annotations = t.annotationsFor(s.Endpoints)
 	s.OwnerReferences = []metav1.OwnerReference{*t.Owner.DeepCopy()}
 }
 
@@ -388,10 +410,11 @@ func Same(a, b *discoveryv1.EndpointSlice) bool {
 	return true
 }
 
-// sameMeta reports whether the slice already carries the template's metadata.
+// sameMeta reports whether the slice already carries the template's
+// metadata for the endpoints it holds.
 func sameMeta(s *discoveryv1.EndpointSlice, t Template) bool {
 	return equality.Semantic.DeepEqual(s.Labels, t.Labels) &&
-		equality.Semantic.DeepEqual(s.Annotations, t.Annotations) &&
+		equality.Semantic.DeepEqual(s.Annotations, t.annotationsFor(s.Endpoints)) &&
 		equality.Semantic.DeepEqual(s.OwnerReferences, []metav1.OwnerReference{t.Owner})
 }
 

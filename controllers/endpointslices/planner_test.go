@@ -729,3 +729,40 @@ func TestSame(t *testing.T) {
 		})
 	}
 }
+
+// TestComputeAnnotate: annotations that depend on a slice's endpoints are
+// written with the endpoint change that calls for them, never on their
+// own, and a slice that carries them already is not written again.
+func TestComputeAnnotate(t *testing.T) {
+	tpl := template()
+	tpl.Annotate = func(eps []discoveryv1.Endpoint) map[string]string {
+		var term []string
+		for _, ep := range eps {
+			if deref(ep.Conditions.Terminating, false) {
+				term = append(term, ep.Addresses[0])
+			}
+		}
+		if len(term) == 0 {
+			return nil
+		}
+		return map[string]string{"test/terminating": strings.Join(term, ",")}
+	}
+	steady := Input{Template: tpl, MaxEndpointsPerSlice: 10,
+		Desired: []Group{group(discoveryv1.AddressTypeIPv4, 5432, endpoints(span(v4, 0, 3)))}}
+	first := Compute(steady)
+	steady.Existing = apply(t, steady, first)
+	if p := Compute(steady); !p.Empty() {
+		t.Fatalf("steady state plans writes: %+v", p)
+	}
+
+	drain := steady
+	drain.Desired = []Group{group(discoveryv1.AddressTypeIPv4, 5432, []discoveryv1.Endpoint{ready(v4(0)), draining(v4(1)), ready(v4(2))})}
+	p := Compute(drain)
+	if len(p.Update) != 1 || p.Update[0].Annotations["test/terminating"] != v4(1) {
+		t.Fatalf("drain start: want one update annotated %s, got %+v", v4(1), p)
+	}
+	drain.Existing = apply(t, drain, p)
+	if p := Compute(drain); !p.Empty() {
+		t.Errorf("annotated slice written again: %+v", p)
+	}
+}
