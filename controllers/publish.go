@@ -59,11 +59,7 @@ func (r *Reconciler) observe(ctx context.Context, xb *v1alpha1.ExternalBackend) 
 }
 
 // ownedBy picks the slices of Service name that are ours, and returns the
-// names of all of them. A slice is ours when the Service is its controller
-// (by UID once the Service is known), or when it has no controller at all
-// but our field manager wrote it: someone stripped its owner reference. A
-// slice that carries our labels but that we never wrote (made by hand, or
-// by another tool) is never ours: never adopted, rewritten or deleted.
+// names of all of them (see owns).
 func ownedBy(all []discoveryv1.EndpointSlice, name string, svc *corev1.Service) ([]discoveryv1.EndpointSlice, sets.Set[string]) {
 	taken := sets.New[string]()
 	var ours []discoveryv1.EndpointSlice
@@ -85,16 +81,24 @@ func uidOf(svc *corev1.Service) types.UID {
 }
 
 // owns tells whether the slice belongs to the Service name whose UID is uid
-// ("" while the Service is not known).
+// ("" while the Service is not known). Ours are the slices the Service
+// controls, and two kinds of slice our field manager wrote: one whose owner
+// reference someone stripped, and one of an earlier Service of this name
+// (deleted and created again), handed over to the new one rather than left
+// to publish its endpoints a second time until garbage collection. A slice
+// that carries our labels but that we never wrote (made by hand, or by
+// another tool) is never ours: never adopted, rewritten or deleted.
 func owns(s *discoveryv1.EndpointSlice, name string, uid types.UID) bool {
 	ref := metav1.GetControllerOf(s)
-	if ref == nil {
+	switch {
+	case ref == nil:
 		return s.Labels[discoveryv1.LabelServiceName] == name && wroteByUs(s)
-	}
-	if ref.Kind != "Service" || ref.Name != name {
+	case ref.Kind != "Service" || ref.Name != name:
 		return false
+	case uid == "" || ref.UID == uid:
+		return true
 	}
-	return uid == "" || ref.UID == uid
+	return wroteByUs(s)
 }
 
 // wroteByUs tells whether our field manager ever wrote the object. An
