@@ -238,7 +238,8 @@ func checkMerged(t *testing.T, results []SourceResult, pol Policy, out []Endpoin
 	}
 }
 
-// checkKept checks that e, published for pe, keeps what the provider said.
+// checkKept checks that e, published for pe, keeps what the provider said,
+// a name included.
 func checkKept(t *testing.T, pol Policy, pe providers.Endpoint, e Endpoint) {
 	t.Helper()
 	hostname := pe.Hostname
@@ -247,6 +248,9 @@ func checkKept(t *testing.T, pol Policy, pe providers.Endpoint, e Endpoint) {
 	}
 	if e.Zone != pe.Zone || e.Hostname != hostname || e.Serving != pe.Serving || e.Terminating != pe.Terminating {
 		t.Errorf("%+v published as %+v", pe, e)
+	}
+	if e.AddressType == discoveryv1.AddressTypeFQDN && !sameName(e.Address, pe.Address) {
+		t.Errorf("name %q published as %q: only ASCII case and the trailing dot may change", pe.Address, e.Address)
 	}
 	if len(e.Ports) != len(pol.Ports) {
 		t.Fatalf("%q published with ports %v, the Service has %v", e.Address, e.Ports, pol.Ports)
@@ -270,4 +274,23 @@ func checkKept(t *testing.T, pol Policy, pe providers.Endpoint, e Endpoint) {
 				ptr.Deref(got.Name, ""), ptr.Deref(got.Port, 0), ptr.Deref(got.Protocol, ""), p.Name, want, proto)
 		}
 	}
+}
+
+// sameName reports whether published is given with ASCII letters in lower
+// case and without one trailing dot, byte for byte.
+func sameName(published, given string) bool {
+	given = strings.TrimSuffix(given, ".")
+	if len(published) != len(given) {
+		return false
+	}
+	for i := range len(given) {
+		c := given[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if published[i] != c {
+			return false
+		}
+	}
+	return true
 }

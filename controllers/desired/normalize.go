@@ -94,7 +94,11 @@ func normalizeOne(pe providers.Endpoint, want map[discoveryv1.AddressType]bool, 
 			e.AddressType = discoveryv1.AddressTypeIPv6
 		}
 	} else {
-		name := strings.TrimSuffix(strings.ToLower(pe.Address), ".")
+		// DNS is case-insensitive for ASCII letters only. strings.ToLower
+		// would also turn some other letters into ASCII ones (the Kelvin
+		// sign into k) and publish a name the source never gave; left as
+		// they are, they fail the DNS name check below.
+		name := strings.TrimSuffix(strings.Map(asciiLower, pe.Address), ".")
 		if reason := invalidName(name, pol.DeniedNames); reason != "" {
 			return e, reason
 		}
@@ -107,6 +111,14 @@ func normalizeOne(pe providers.Endpoint, want map[discoveryv1.AddressType]bool, 
 	}
 	e.Ports = endpointPorts(pol.Ports, pe.Port)
 	return e, ""
+}
+
+// asciiLower is r in lower case if it is an ASCII letter, else r.
+func asciiLower(r rune) rune {
+	if 'A' <= r && r <= 'Z' {
+		return r + 'a' - 'A'
+	}
+	return r
 }
 
 // unsafeIP names why an IP must not be published: the API server rejects
