@@ -115,9 +115,9 @@ func (r *Reconciler) announce(before, after *v1alpha1.ExternalBackend) {
 			"%d address(es) not published, first %s from source %s: %s; status.dropped lists them",
 			len(after.Status.Dropped), d.Address, d.Source, d.Reason)
 	}
-	if now, was := reasonOf(after, v1alpha1.ConditionResolved), reasonOf(before, v1alpha1.ConditionResolved); now != nil &&
-		now.Reason == v1alpha1.ReasonFamilyNotServed && (was == nil || was.Message != now.Message) {
-		r.event(after, corev1.EventTypeWarning, now.Reason, "Resolve", "%s", now.Message)
+	if n := after.Status.Endpoints.NotServed; n > 0 && n != before.Status.Endpoints.NotServed {
+		r.event(after, corev1.EventTypeWarning, v1alpha1.ReasonFamilyNotServed, "Resolve",
+			"%d endpoint(s) not published: this cluster gives Services no addresses of their IP family; the Resolved condition names it", n)
 	}
 	now := reasonOf(after, v1alpha1.ConditionReady)
 	was := reasonOf(before, v1alpha1.ConditionReady)
@@ -296,11 +296,16 @@ func resolvedCondition(o outcome) (c metav1.Condition, stalled bool, retry error
 			failures+"; endpoints published before are kept, retrying"), false, retry
 	case o.nothingServed:
 		return cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonFamilyNotServed, o.notServed), false, nil
+	case o.dropped > 0:
+		// Refused addresses come first: they may be an attempt to aim the
+		// Service somewhere it must not go.
+		msg := fmt.Sprintf("%d address(es) not published; status.dropped says why", o.dropped)
+		if o.notServed != "" {
+			msg += "; " + o.notServed
+		}
+		return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonAddressesDropped, msg), false, nil
 	case o.notServed != "":
 		return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonFamilyNotServed, o.notServed), false, nil
-	case o.dropped > 0:
-		return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonAddressesDropped,
-			fmt.Sprintf("%d address(es) not published; status.dropped says why", o.dropped)), false, nil
 	}
 	return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonResolved, "every source answered"), false, nil
 }

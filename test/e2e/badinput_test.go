@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
 // badSpecs are changes admission must refuse, each with the field the error
@@ -50,6 +51,14 @@ var badSpecs = []struct {
 	{"1001 endpoints per slice", func(xb *v1alpha1.ExternalBackend) {
 		xb.Spec.MaxEndpointsPerSlice = ptr.To[int32](1001)
 	}, "spec.maxEndpointsPerSlice"},
+	{"dns minRefresh of a nanosecond", func(xb *v1alpha1.ExternalBackend) {
+		xb.Spec.Sources = append(xb.Spec.Sources, v1alpha1.Source{Name: "lookup", DNS: &v1alpha1.DNSSource{
+			Name: "db.example.com", MinRefresh: duration("1ns")}})
+	}, "spec.sources[].dns.minRefresh"},
+	{"dns maxRefresh under a second", func(xb *v1alpha1.ExternalBackend) {
+		xb.Spec.Sources = append(xb.Spec.Sources, v1alpha1.Source{Name: "lookup", DNS: &v1alpha1.DNSSource{
+			Name: "db.example.com", MaxRefresh: duration("999ms")}})
+	}, "spec.sources[].dns.maxRefresh"},
 }
 
 // listIndex matches a list index in a field path, such as the [0] of spec.sources[0].
@@ -189,7 +198,7 @@ func TestDeniedAddressesDropped(t *testing.T) {
 	xb := staticBackend(ns, "db", "192.0.2.10", "fd00:ec2::254", "203.0.113.200", "2001:db8::10")
 	mustCreate(t, xb)
 	cur := waitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionTrue, v1alpha1.ReasonAddressesDropped)
-	waitAddresses(t, ns, "db", "192.0.2.10", "2001:db8::10")
+	waitAddresses(t, ns, "db", framework.Served("192.0.2.10", "2001:db8::10")...)
 	expectDropped(t, cur, map[string]string{"fd00:ec2::254": "fd00:ec2::254/128", "203.0.113.200": testDenied})
 	waitEvent(t, xb, corev1.EventTypeWarning, v1alpha1.ReasonAddressesDropped)
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
 // staticBackend is an ExternalBackend with one static source of addrs and a
@@ -165,12 +166,13 @@ func withDrainPeriod(s string) func(*v1alpha1.ExternalBackend) {
 }
 
 // createReady creates xb and waits until it is Ready and its slices publish
-// exactly addrs, under the Service named svc.
+// exactly the addresses of addrs the API server serves, under the Service
+// named svc.
 func createReady(t *testing.T, xb *v1alpha1.ExternalBackend, svc string, addrs ...string) (*v1alpha1.ExternalBackend, []discoveryv1.EndpointSlice) {
 	t.Helper()
 	mustCreate(t, xb)
 	cur := waitReady(t, xb)
-	return cur, waitAddresses(t, xb.Namespace, svc, addrs...)
+	return cur, waitAddresses(t, xb.Namespace, svc, framework.Served(addrs...)...)
 }
 
 // readyBackend creates, in a namespace of its own, a backend "db" with a

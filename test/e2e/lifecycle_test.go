@@ -273,7 +273,7 @@ func TestRenameService(t *testing.T) {
 	if cur.Status.ServiceName != "db-v2" {
 		t.Errorf("status.serviceName %q, want db-v2", cur.Status.ServiceName)
 	}
-	sl := waitAddresses(t, ns, "db-v2", dualStack...)
+	sl := waitAddresses(t, ns, "db-v2", framework.Served(dualStack...)...)
 	svc := getService(t, ns, "db-v2")
 	expectControlledBy(t, svc, cur)
 	for i := range sl {
@@ -413,7 +413,7 @@ func TestSwitchClusterIPToHeadless(t *testing.T) {
 	if after := expectHeadless(t, ns, "db"); after.UID == before.UID {
 		t.Errorf("Service was not recreated (same uid %s)", after.UID)
 	}
-	waitPublished(t, ns, "db", allReady(dualStack...))
+	waitPublished(t, ns, "db", allReady(framework.Served(dualStack...)...))
 
 	mustUpdate(t, xb, func(xb *v1alpha1.ExternalBackend) { xb.Spec.Service.Type = v1alpha1.ServiceTypeClusterIP })
 	waitReady(t, xb)
@@ -486,7 +486,7 @@ func TestPortChange(t *testing.T) {
 	})
 	waitReady(t, xb)
 	waitPorts(t, ns, uids, []string{"metrics:9187->9187/TCP", "pg:5432->15432/TCP"}, []string{"metrics:9187/TCP", "pg:15432/TCP"})
-	waitPublished(t, ns, "db", allReady(dualStack...))
+	waitPublished(t, ns, "db", allReady(framework.Served(dualStack...)...))
 }
 
 func TestSuspend(t *testing.T) {
