@@ -108,6 +108,16 @@ verify: generate manifests fmt ## Fail if generated code, manifests, formatting 
 	fi
 	@echo 'verify: OK'
 
+##@ Fuzzing
+
+FUZZTIME ?= 30s
+
+.PHONY: fuzz
+fuzz: ## Run each Go fuzz target for FUZZTIME (default 30s), one after another; a failing input is written to the package's testdata/fuzz/<target>/.
+	$(GO) test ./controllers/desired -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./controllers/endpointslices -run '^$$' -fuzz '^FuzzPlanner$$' -fuzztime $(FUZZTIME)
+	$(GO) test . -run '^$$' -fuzz '^FuzzRenderDecode$$' -fuzztime $(FUZZTIME)
+
 ##@ Benchmarks
 
 .PHONY: bench-churn

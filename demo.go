@@ -95,6 +95,9 @@ func runDemo(ctx context.Context, out io.Writer, opts controllers.ManagerOptions
 	fmt.Fprintf(out, "API server at %s (Service ranges %s); kubeconfig written to %s\n", cp.Config.Host, cidrs, kubeconfig)
 
 	opts.MetricsRegistry = prometheus.NewRegistry()
+	// One demo runs one controller; its tests run the demo twice in one
+	// process (dual-stack, then single-stack), one after the other.
+	opts.SkipNameValidation = true
 	mgr, err := controllers.NewManager(cp.Config, opts)
 	if err != nil {
 		return err

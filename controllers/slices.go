@@ -139,7 +139,7 @@ func (r *Reconciler) createSlice(ctx context.Context, s *discoveryv1.EndpointSli
 	}
 	live := &discoveryv1.EndpointSlice{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s), live); err != nil {
-		return fmt.Errorf("reading EndpointSlice %s that holds our slice's name: %w", s.Name, err)
+		return readFailed("reading EndpointSlice "+s.Name+" that holds our slice's name", err)
 	}
 	owner := s.OwnerReferences[0]
 	if !owns(live, owner.Name, owner.UID) || live.AddressType != s.AddressType {

@@ -149,6 +149,8 @@ func (e *Env) startController(opts Options) error {
 		MetricsRegistry:        e.metrics,
 		Config:                 cfg,
 		Concurrency:            opts.Concurrency,
+		// RestartController runs a second controller in this process.
+		SkipNameValidation: true,
 	})
 	if err != nil {
 		return err

@@ -47,7 +47,7 @@ const noWatchList = "KUBE_FEATURE_WatchListClient=false"
 // lists; no test can show "late" without timing it.
 var needs = map[request]need{
 	{"create", "", "services"}:                                 {scenario: &core, shows: writeFailed},
-	{"get", "", "services"}:                                    {scenario: &foreignService, shows: writeFailed},
+	{"get", "", "services"}:                                    {scenario: &foreignService, shows: readFailed},
 	{"update", "", "services"}:                                 {scenario: &portChange, shows: writeFailed},
 	{"delete", "", "services"}:                                 {scenario: &toHeadless, shows: writeFailed},
 	{"list", "", "services"}:                                   {scenario: &core, env: []string{noWatchList}, shows: neverReconciled},
@@ -56,12 +56,13 @@ var needs = map[request]need{
 	{"watch", xbGroup, "externalbackends"}:                     {scenario: &core},
 	{"patch", xbGroup, "externalbackends/status"}:              {scenario: &core, shows: statusNotWritten},
 	{"create", "discovery.k8s.io", "endpointslices"}:           {scenario: &core, shows: writeFailed},
-	{"get", "discovery.k8s.io", "endpointslices"}:              {scenario: &foreignSlice, shows: writeFailed},
+	{"get", "discovery.k8s.io", "endpointslices"}:              {scenario: &foreignSlice, shows: readFailed},
 	{"update", "discovery.k8s.io", "endpointslices"}:           {scenario: &unhealthy, shows: writeFailed},
 	{"delete", "discovery.k8s.io", "endpointslices"}:           {scenario: &shrink, shows: writeFailed},
-	{"deletecollection", "discovery.k8s.io", "endpointslices"}: {scenario: &rename, shows: oldSlicesLeft},
 	{"list", "discovery.k8s.io", "endpointslices"}:             {scenario: &core, env: []string{noWatchList}, shows: neverReconciled},
 	{"watch", "discovery.k8s.io", "endpointslices"}:            {scenario: &core},
+	{"list", "networking.k8s.io", "servicecidrs"}:              {scenario: &core, env: []string{noWatchList}, shows: neverReconciled},
+	{"watch", "networking.k8s.io", "servicecidrs"}:             {scenario: &core},
 	{"create", "events.k8s.io", "events"}:                      {scenario: &core, shows: noEvents},
 	{"patch", "events.k8s.io", "events"}:                       {scenario: &driftTwice, shows: noSeries},
 	{"get", "coordination.k8s.io", "leases"}:                   {scenario: &core, shows: neverReconciled},
@@ -140,31 +141,24 @@ func subtestName(r request) string {
 
 // writeFailed shows the backend failing, for its current generation, with
 // the API server's refusal in its Ready condition.
-func writeFailed(t *testing.T, r *refusedRun) {
+func writeFailed(t *testing.T, r *refusedRun) { refusedAs(t, r, v1alpha1.ReasonWriteFailed) }
+
+// readFailed shows the backend not Ready, its status naming the refused read.
+func readFailed(t *testing.T, r *refusedRun) { refusedAs(t, r, v1alpha1.ReasonReadFailed) }
+
+// refusedAs waits until Ready is False with reason, naming the refused request.
+func refusedAs(t *testing.T, r *refusedRun, reason string) {
 	t.Helper()
 	want := fmt.Sprintf("cannot %s resource %q", r.req.verb, r.req.resource)
 	framework.Eventually(t, framework.Timeout, "Ready=False naming the refusal", func() error {
 		cur := framework.Get(t, r.xb)
 		c := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionReady)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonWriteFailed ||
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason ||
 			c.ObservedGeneration != cur.Generation || !strings.Contains(c.Message, want) {
-			return fmt.Errorf("Ready is %+v, want False/%s for generation %d saying %q", c, v1alpha1.ReasonWriteFailed, cur.Generation, want)
+			return fmt.Errorf("Ready is %+v, want False/%s for generation %d saying %q", c, reason, cur.Generation, want)
 		}
 		return nil
 	})
-}
-
-// oldSlicesLeft shows the backend Ready under its new Service name while
-// the slices of the old name stay published: the controller deleted the old
-// Service, and the next reconcile no longer knows it. Only the garbage
-// collector (which the test control plane does not run) would delete them,
-// later, with their Service.
-func oldSlicesLeft(t *testing.T, r *refusedRun) {
-	t.Helper()
-	framework.WaitReady(t, r.xb)
-	if len(framework.Slices(t, r.xb.Namespace, backendName)) == 0 {
-		t.Error("the slices of the old Service are gone, though they cannot be deleted")
-	}
 }
 
 // neverReconciled shows the backend untouched: a controller whose
