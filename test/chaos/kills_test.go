@@ -1,0 +1,80 @@
+package chaos_test
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// faultKill is the report's name of a SIGKILL under churn.
+const faultKill = "controller SIGKILL while sources change"
+
+// plantAll plants, next to the backends of churner prefix p, what the
+// controller must leave alone: another manager's Service and slice, a
+// Service whose name a backend wants (that backend must publish nothing
+// and say ServiceConflict), and two lookalike slices with our labels for
+// the backend p-static, one squatting the name of its first slice. Call
+// it before newChurner, so that the squatter is there first.
+func plantAll(t *testing.T, ns, p string) {
+	t.Helper()
+	w := env.world
+	w.plantOthers(t, ns, p+"-taken")
+	w.plantLookalikes(t, ns, p+"-static", p+"-static", ip4(0, 0), ip4(0, 250))
+	conflict := backend(ns, p+"-conflict", time.Second, staticSource("vms", ip4(0, 60)))
+	conflict.Spec.Service.Name = p + "-taken"
+	w.markConflict(types.NamespacedName{Namespace: ns, Name: conflict.Name})
+	w.createBackend(t, conflict)
+}
+
+// TestKillsUnderChurn kills the controller with SIGKILL at random points
+// (-kills times) while the sources of every kind keep changing: for a
+// random time up to 2.5 s while it runs (from the moment it starts, so
+// some kills land in its start-up and first sync), a few more changes
+// while it is dead, and more while it starts again. After each restart
+// the changes stop and the invariants must hold within the deadline:
+// converged, no endpoint in two slices, no slice or Service orphaned or
+// duplicated, no foreign object touched, every reported endpoint
+// published, nothing published that no source reports beyond its drain.
+func TestKillsUnderChurn(t *testing.T) {
+	ns := namespace(t)
+	rng := newRand(t)
+	plantAll(t, ns, "k")
+	c := newChurner(t, rng, ns, "k")
+	r := newReplica(t, "controller")
+	start := time.Now()
+	r.start()
+	converge(t, "", start, ns)
+
+	for i := range *kills {
+		c.churnFor(time.Duration(rng.IntN(2500)) * time.Millisecond)
+		killed := r.kill()
+		env.world.down(killed)
+		for range rng.IntN(4) {
+			c.step()
+		}
+		time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
+		r.start()
+		started := time.Now()
+		env.world.up(started)
+		c.churnFor(time.Duration(rng.IntN(1000)) * time.Millisecond)
+		since := later(started, c.last)
+		t.Logf("kill %d of %d: killed %s, up again after %s", i+1, *kills, killed.Format("15:04:05.000"), started.Sub(killed).Round(time.Millisecond))
+		converge(t, faultKill, since, ns)
+	}
+	t.Logf("%s", c.summary())
+	env.ledger.note(faultKill, "%s", c.summary())
+
+	// Once every drain is over, the controller must be at rest: no
+	// Service or slice write at all while nothing changes.
+	time.Sleep(4*time.Second + detectLag)
+	converge(t, "", time.Now(), ns)
+	before := r.mustScrape()
+	time.Sleep(3 * time.Second)
+	after := r.mustScrape()
+	r.requireRunning()
+	if n := after.writes() - before.writes(); n != 0 {
+		env.ledger.broken(faultKill, []violation{{cat: wrong, msg: "writes at rest"}})
+		t.Errorf("the controller wrote %v times in 3 s while nothing changed (seed %d)", n, env.seed)
+	}
+}
