@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/desired"
+	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
 // quietPeriod is how long a repaired backend is watched for a loop.
@@ -130,7 +133,7 @@ func TestTamperingRepaired(t *testing.T) {
 		// not ours, whatever it says. It holds one of our addresses and the
 		// name the controller would give its next slice.
 		fake := &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-ipv4-1", Labels: slice(t).Labels},
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "db-ipv4-1", Labels: slice(t).Labels},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addrs[0]}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}},
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To[int32](5432)}},
@@ -160,4 +163,63 @@ func TestTamperingRepaired(t *testing.T) {
 		})
 		expectSliceIntact(t, fake, rv)
 	})
+}
+
+// TestManyDrainsSurviveRestart removes 150 endpoints at once: status lists
+// the first 100 drains (its patch would fail with all of them), the slices
+// record every drain start, and a controller restarted mid-drain reads them
+// back unchanged, so the drains end at their period instead of starting
+// again. Not parallel: it restarts the controller.
+func TestManyDrainsSurviveRestart(t *testing.T) {
+	addrs := ipv4s(151)
+	xb, _ := readyBackend(t, addrs, withDrainPeriod("8s"))
+	ns := xb.Namespace
+	mustUpdate(t, xb, withAddresses(addrs[0]))
+	cur := waitStatus(t, xb, "150 draining", func(xb *v1alpha1.ExternalBackend) error {
+		if xb.Status.Endpoints.Terminating != 150 || len(xb.Status.Draining) != 100 {
+			return fmt.Errorf("terminating %d, status.draining lists %d", xb.Status.Endpoints.Terminating, len(xb.Status.Draining))
+		}
+		return nil
+	})
+	before := drainStarts(t, ns)
+	if len(before) != 150 {
+		t.Fatalf("the slices record %d drain starts, want 150", len(before))
+	}
+	framework.RestartController(t)
+	// A change the new controller must publish, while the drains run.
+	mustUpdate(t, xb, withAddresses(addrs[0], "192.0.2.250"))
+	waitEndpoints(t, ns, "db", func(got map[string]discoveryv1.Endpoint) error {
+		if _, ok := got["192.0.2.250"]; !ok || len(got) != 152 {
+			return fmt.Errorf("%d published", len(got))
+		}
+		return nil
+	})
+	if after := drainStarts(t, ns); !maps.Equal(after, before) {
+		t.Errorf("drain starts changed across the restart: %d recorded, first differences %v", len(after), firstDiff(before, after))
+	}
+	waitAddresses(t, ns, "db", addrs[0], "192.0.2.250")
+	if n := get(t, cur).Status.Draining; len(n) != 0 {
+		t.Errorf("status.draining lists %d after every drain ended", len(n))
+	}
+}
+
+// drainStarts reads the drain start every slice of db records, by address.
+func drainStarts(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, d := range desired.DrainsFromSlices(ourSlices(t, ns, "db")) {
+		out[d.Address] = d.Since.UTC().Format(time.RFC3339)
+	}
+	return out
+}
+
+// firstDiff names up to three addresses whose values differ.
+func firstDiff(a, b map[string]string) []string {
+	var out []string
+	for k, v := range a {
+		if b[k] != v && len(out) < 3 {
+			out = append(out, fmt.Sprintf("%s: %s then %q", k, v, b[k]))
+		}
+	}
+	return out
 }

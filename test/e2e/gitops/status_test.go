@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -75,8 +76,9 @@ func TestKStatusAndHealthOfLiveBackends(t *testing.T) {
 		framework.Create(t, xb)
 		framework.WaitReady(t, xb)
 
-		// A quota of no EndpointSlices makes the API server refuse the IPv6
-		// slice the spec change needs: a failure the controller retries.
+		// A quota of no EndpointSlices makes the API server refuse the second
+		// slice the spec change needs (one endpoint per slice): a failure
+		// the controller retries.
 		// Admission enforces what the quota's status says, and no quota
 		// controller runs here to write it, so the test does.
 		slicesCount := corev1.ResourceName("count/endpointslices.discovery.k8s.io")
@@ -92,7 +94,8 @@ func TestKStatusAndHealthOfLiveBackends(t *testing.T) {
 		}
 		waitSlicesRefused(t, ns)
 		if err := framework.Update(t, xb, func(xb *v1alpha1.ExternalBackend) {
-			xb.Spec.Sources[0].Static.Endpoints = append(xb.Spec.Sources[0].Static.Endpoints, v1alpha1.StaticEndpoint{Address: "2001:db8::30"})
+			xb.Spec.MaxEndpointsPerSlice = ptr.To[int32](1)
+			xb.Spec.Sources[0].Static.Endpoints = append(xb.Spec.Sources[0].Static.Endpoints, v1alpha1.StaticEndpoint{Address: "192.0.2.31"})
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -75,7 +75,7 @@ func TestHealthyAfterServerSideApplyShowsNoDiff(t *testing.T) {
 	argoApply(t, ns)
 	xb := &v1alpha1.ExternalBackend{ObjectMeta: metav1.ObjectMeta{Name: "orders-db", Namespace: ns}}
 	cur := framework.WaitReady(t, xb)
-	framework.WaitAddresses(t, ns, "orders-db", "192.0.2.50", "2001:db8::50")
+	framework.WaitAddresses(t, ns, "orders-db", framework.Served("192.0.2.50", "2001:db8::50")...)
 	judge(t, xb, "Healthy", status.CurrentStatus)
 
 	before := live(t, xb)
