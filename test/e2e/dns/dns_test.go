@@ -227,8 +227,8 @@ func TestResolvesBothFamiliesThroughCNAMEs(t *testing.T) {
 		types = append(types, s.AddressType)
 	}
 	slices.Sort(types)
-	if !slices.Equal(types, []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6}) {
-		t.Errorf("slices of types %v, want one IPv4 and one IPv6", types)
+	if want := framework.ServedTypes(); !slices.Equal(types, want) {
+		t.Errorf("slices of types %v, want one of each of %v", types, want)
 	}
 	src := sourceStatus(t, cur, "lookup")
 	if src.Kind != "dns" || src.Endpoints != 3 || src.LastSuccessTime == nil || src.Stale || src.LastError != "" {

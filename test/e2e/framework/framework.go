@@ -443,3 +443,12 @@ func Served(addrs ...string) []string {
 	}
 	return out
 }
+
+// ServedTypes are the slice address types of the IP families the API
+// server serves, in order.
+func ServedTypes() []discoveryv1.AddressType {
+	if DualStack() {
+		return []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6}
+	}
+	return []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4}
+}

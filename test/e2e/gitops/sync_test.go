@@ -107,7 +107,7 @@ func TestHealthyAfterServerSideApplyShowsNoDiff(t *testing.T) {
 	}
 	untracked(t, "Service orders-db", &svc.ObjectMeta)
 	slices := framework.Slices(t, ns, "orders-db")
-	if len(slices) != 2 {
+	if len(slices) != len(framework.ServedTypes()) {
 		t.Fatalf("%d slices, want one per family", len(slices))
 	}
 	for i := range slices {
