@@ -77,11 +77,14 @@ type verdict struct {
 	// published maps each backend to what its current Service's slices
 	// publish, for the tests that compare two moments.
 	published map[types.NamespacedName]map[string]epState
+	// status sums up each backend's status, for failure messages.
+	status map[types.NamespacedName]string
 }
 
 func (v verdict) ok() bool { return len(v.violations) == 0 }
 
-// String lists the violations, at most 30 of them, by category.
+// String lists the violations, at most 30 of them, by category, and the
+// status of the backends they concern.
 func (v verdict) String() string {
 	var b strings.Builder
 	shown := 0
@@ -92,10 +95,17 @@ func (v verdict) String() string {
 			}
 			if shown == 30 {
 				fmt.Fprintf(&b, "\n  ... and %d more", len(v.violations)-shown)
-				return b.String()
+				break
 			}
 			fmt.Fprintf(&b, "\n  [%s] %s", x.cat, x.msg)
 			shown++
+		}
+	}
+	seen := map[types.NamespacedName]bool{}
+	for _, x := range v.violations {
+		if st, ok := v.status[x.backend]; ok && !seen[x.backend] && len(seen) < 10 {
+			seen[x.backend] = true
+			fmt.Fprintf(&b, "\n  status of %s: %s", x.backend, st)
 		}
 	}
 	return b.String()
@@ -119,7 +129,7 @@ func (v verdict) String() string {
 //   - every backend's status has observed its latest generation; a
 //     backend whose Service name is someone else's says ServiceConflict.
 func (w *world) check(ctx context.Context, namespaces ...string) (verdict, error) {
-	v := verdict{at: time.Now(), published: map[types.NamespacedName]map[string]epState{}}
+	v := verdict{at: time.Now(), published: map[types.NamespacedName]map[string]epState{}, status: map[types.NamespacedName]string{}}
 	c := framework.E().Client
 	var xbs []v1alpha1.ExternalBackend
 	var svcs []corev1.Service
@@ -145,6 +155,7 @@ func (w *world) check(ctx context.Context, namespaces ...string) (verdict, error
 	byUID := map[types.UID]*v1alpha1.ExternalBackend{}
 	for i := range xbs {
 		byUID[xbs[i].UID] = &xbs[i]
+		v.status[types.NamespacedName{Namespace: xbs[i].Namespace, Name: xbs[i].Name}] = statusSummary(&xbs[i])
 	}
 	// Services: ours are those an ExternalBackend controls, or that carry
 	// our backend label; anything else must be a planted foreign one.
@@ -379,6 +390,17 @@ func findBackend(xbs []v1alpha1.ExternalBackend, k types.NamespacedName) *v1alph
 
 func hasReason(xb *v1alpha1.ExternalBackend, reason string) bool {
 	return slices.ContainsFunc(xb.Status.Conditions, func(c metav1.Condition) bool { return c.Reason == reason })
+}
+
+// statusSummary is a backend's conditions and its sources' errors.
+func statusSummary(xb *v1alpha1.ExternalBackend) string {
+	parts := conditionsOf(xb)
+	for _, s := range xb.Status.Sources {
+		if s.LastError != "" || s.Stale {
+			parts = append(parts, fmt.Sprintf("source %s stale=%t: %s", s.Name, s.Stale, s.LastError))
+		}
+	}
+	return fmt.Sprintf("generation %d observed %d; %s", xb.Generation, xb.Status.ObservedGeneration, strings.Join(parts, "; "))
 }
 
 // conditionsOf lists a status's conditions as type=status/reason.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -186,16 +187,28 @@ func (r *replica) requireRunning() {
 	}
 }
 
-// logTail is the last n bytes of the replica's log.
+// logTail is the end of the replica's log, about n bytes: its last lines,
+// each cut short (an error's stack trace says little here).
 func (r *replica) logTail(n int) string {
 	b, err := os.ReadFile(r.logPath)
 	if err != nil {
 		return err.Error()
 	}
-	if len(b) > n {
-		b = b[len(b)-n:]
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var out []string
+	for i := len(lines) - 1; i >= 0 && n > 0; i-- {
+		l := lines[i]
+		if j := strings.Index(l, `,"stacktrace"`); j >= 0 {
+			l = l[:j] + "}"
+		}
+		if len(l) > 400 {
+			l = l[:400] + "..."
+		}
+		out = append(out, l)
+		n -= len(l)
 	}
-	return string(b)
+	slices.Reverse(out)
+	return strings.Join(out, "\n")
 }
 
 // sample is one series of a scraped metric.
