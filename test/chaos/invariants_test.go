@@ -463,7 +463,7 @@ func convergeEach(t *testing.T, since func(fault string) time.Time, faultOf func
 			}
 		}
 		if v.ok() {
-			for f := range faults {
+			for _, f := range slices.Sorted(maps.Keys(faults)) {
 				env.ledger.injected(f, first[f], verdict{})
 				t.Logf("%s: converged in %s", f, first[f].Round(time.Millisecond))
 			}
@@ -478,7 +478,7 @@ func convergeEach(t *testing.T, since func(fault string) time.Time, faultOf func
 				}
 			}
 			slices.Sort(failing)
-			for f := range faults {
+			for _, f := range slices.Sorted(maps.Keys(faults)) {
 				var left verdict
 				for _, x := range last.violations {
 					if x.backend == (types.NamespacedName{}) || faultOf(x.backend) == f {

@@ -36,6 +36,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,8 +82,10 @@ const (
 
 // env is what every test shares: the sources, the binary and the model.
 var env struct {
-	seed       int64
-	bin        string
+	seed int64
+	bin  string
+	// built says where the controller under test comes from, for the report.
+	built      string
 	kubeconfig string
 	certDir    string
 	dns        *dnstest.Server
@@ -237,11 +240,21 @@ func buildBinary(dir string) (string, error) {
 		if _, err := os.Stat(abs); err != nil {
 			return "", fmt.Errorf("-binary: %w", err)
 		}
+		env.built = "the binary " + abs + " (-binary)"
 		return abs, nil
 	}
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return "", err
+	}
+	describe := exec.Command("git", "describe", "--always", "--dirty")
+	describe.Dir = root
+	if v, err := describe.Output(); err == nil {
+		commit, dirty := strings.CutSuffix(strings.TrimSpace(string(v)), "-dirty")
+		env.built = "built from commit " + commit
+		if dirty {
+			env.built += " with changes not yet committed"
+		}
 	}
 	out := filepath.Join(dir, "backendslice")
 	start := time.Now()

@@ -93,8 +93,8 @@ func (l *ledger) write(path string, passed bool) error {
 	fmt.Fprintf(&b, "DNS server and the AWS wire fake. Every check is the same function, `(*world).check` in\n")
 	fmt.Fprintf(&b, "`test/chaos/invariants_test.go`, which reads every Service, EndpointSlice and ExternalBackend and\n")
 	fmt.Fprintf(&b, "compares them with what the test made the sources report.\n\n")
-	fmt.Fprintf(&b, "Run of %s, %s on %d CPUs: `-kills=%d -quiet=%s -backends=%d -handovers=%d -down=%s -seed=%d`.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.NumCPU(), *kills, *quiet, *backends, *handovers, *downFor, env.seed)
+	fmt.Fprintf(&b, "Run of %s, %s on %d CPUs, the controller %s: `-kills=%d -quiet=%s -backends=%d -handovers=%d -down=%s -seed=%d`.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.NumCPU(), env.built, *kills, *quiet, *backends, *handovers, *downFor, env.seed)
 	if passed {
 		b.WriteString("**Result: every test passed; every count below is 0.**\n\n")
 	} else {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,7 +149,7 @@ func TestTampering(t *testing.T) {
 		}
 		t.Logf("every tamper made %s", when)
 		convergeEach(t, since, faultOf, ns)
-		quietWindow(t, r, ns, len(names), faultOf)
+		quietWindow(t, r, ns, when, len(names), faultOf)
 	}
 }
 
@@ -215,7 +216,7 @@ func retryConflict(ctx context.Context, obj client.Object, change func()) error 
 // reconciles and writes and the resource versions of every Service,
 // EndpointSlice and ExternalBackend of ns: no writes, no moved versions,
 // at most one reconcile a backend.
-func quietWindow(t *testing.T, r *replica, ns string, nBackends int, faultOf func(types.NamespacedName) string) {
+func quietWindow(t *testing.T, r *replica, ns, when string, nBackends int, faultOf func(types.NamespacedName) string) {
 	t.Helper()
 	before, versions := r.mustScrape(), resourceVersions(t, ns)
 	if before.reconciles() == 0 {
@@ -230,7 +231,7 @@ func quietWindow(t *testing.T, r *replica, ns string, nBackends int, faultOf fun
 	t.Logf("quiet window of %s: %v reconciles, %v writes", *quiet, reconciles, writes)
 	var loops []violation
 	rewritten := 0
-	for _, k := range slices.SortedFunc(maps.Keys(moved), func(a, b versionKey) int { return cmpStrings(a.String(), b.String()) }) {
+	for _, k := range slices.SortedFunc(maps.Keys(moved), func(a, b versionKey) int { return strings.Compare(a.String(), b.String()) }) {
 		if versions[k] != moved[k] {
 			rewritten++
 			loops = append(loops, violation{cat: wrong, backend: k.backend,
@@ -252,8 +253,8 @@ func quietWindow(t *testing.T, r *replica, ns string, nBackends int, faultOf fun
 		}
 		env.ledger.broken(tp.name, mine)
 	}
-	env.ledger.note(faultQuiet, "%v reconciles and %v writes in %s after the repairs, %d objects rewritten (%d backends)",
-		reconciles, writes, *quiet, rewritten, nBackends)
+	env.ledger.note(faultQuiet, "tampered %s: %v reconciles and %v writes in %s after the repairs, %d objects rewritten (%d backends)",
+		when, reconciles, writes, *quiet, rewritten, nBackends)
 	if len(loops) > 0 {
 		t.Errorf("not at rest after the repairs (seed %d):%s", env.seed, verdict{violations: loops})
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -287,19 +288,9 @@ func (w *world) keys(namespaces ...string) []types.NamespacedName {
 		}
 	}
 	slices.SortFunc(out, func(a, b types.NamespacedName) int {
-		return cmpStrings(a.String(), b.String())
+		return strings.Compare(a.String(), b.String())
 	})
 	return out
-}
-
-func cmpStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // spec is the backend as the test last wrote it.
