@@ -109,7 +109,7 @@ func waitPublished(t *testing.T, ns, svc string, want map[string]ep) {
 		if err != nil {
 			return err
 		}
-		if !maps.Equal(got, want) {
+		if !maps.Equal(got, framework.ServedOf(want)) {
 			return fmt.Errorf("published %+v", got)
 		}
 		return nil

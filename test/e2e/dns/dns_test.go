@@ -144,22 +144,11 @@ const (
 	terminating = "false/true/true"
 )
 
-// served keeps the addresses of want whose family the API server serves:
-// on a single-stack one the controller leaves the IPv6 ones out.
-func served(want map[string]string) map[string]string {
-	keep := framework.Served(slices.Collect(maps.Keys(want))...)
-	out := make(map[string]string, len(keep))
-	for _, a := range keep {
-		out[a] = want[a]
-	}
-	return out
-}
-
 // waitStates waits until the slices of db in ns publish exactly the
 // addresses of want the API server serves, and says how long that took.
 func waitStates(t *testing.T, ns string, want map[string]string) time.Duration {
 	t.Helper()
-	want = served(want)
+	want = framework.ServedOf(want)
 	start := time.Now()
 	framework.Eventually(t, framework.Timeout, fmt.Sprintf("endpoints %v", want), func() error {
 		got, err := states(framework.Slices(t, ns, "db"))
@@ -332,7 +321,7 @@ func expectOutageKeepsEndpoints(t *testing.T, label string, fail, repair func(na
 		t.Errorf("status.sources[lookup] = %+v, want stale with lastSuccessTime %v and 2 endpoints kept", src, before)
 	}
 	got, err := states(framework.Slices(t, ns, "db"))
-	if err != nil || !maps.Equal(got, served(want)) {
+	if err != nil || !maps.Equal(got, framework.ServedOf(want)) {
 		t.Errorf("during the outage the slices publish %v (%v), want the last known %v", got, err, want)
 	}
 
@@ -379,7 +368,7 @@ func TestStaticDisasterRecoveryMerged(t *testing.T) {
 	// The failing dns source keeps its last answer, so the shared address
 	// keeps the health dns gave it, not the static source's.
 	got, err := states(framework.Slices(t, ns, "db"))
-	if err != nil || !maps.Equal(got, served(want)) {
+	if err != nil || !maps.Equal(got, framework.ServedOf(want)) {
 		t.Errorf("with the dns source failing the slices publish %v (%v), want %v", got, err, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"os"
@@ -451,4 +452,14 @@ func ServedTypes() []discoveryv1.AddressType {
 		return []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6}
 	}
 	return []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4}
+}
+
+// ServedOf keeps the entries of want, keyed by address, whose family the
+// API server serves (see Served).
+func ServedOf[V any](want map[string]V) map[string]V {
+	out := make(map[string]V, len(want))
+	for _, a := range Served(slices.Collect(maps.Keys(want))...) {
+		out[a] = want[a]
+	}
+	return out
 }
