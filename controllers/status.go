@@ -28,6 +28,11 @@ const conflictRecheck = time.Minute
 // terminalRecheck is how often a source that failed terminally is asked again.
 const terminalRecheck = 5 * time.Minute
 
+// accessRecheck is how often a source refused for its identity (AccessDenied,
+// NoCredentials) is asked again: its last known endpoints are held, and
+// they must follow the backend again soon once the identity is let in.
+const accessRecheck = 15 * time.Second
+
 // report is what one reconcile found and did, as the steps returned it:
 // status, events and the next look are decided from it alone.
 type report struct {
@@ -257,8 +262,13 @@ func summarize(o outcome) verdict {
 	case resolveStalled:
 		v.conditions = append(v.conditions, cond(v1alpha1.ConditionStalled, true, resolved.Reason, resolved.Message))
 		// What a terminal failure depends on can change outside the spec
-		// (an IAM policy, a deleted instance created again): look again, slowly.
+		// (an IAM policy, a deleted instance created again): look again,
+		// slowly, and sooner for a refused identity, which is the usual
+		// outage of a cloud provider (a policy or a credential rotated).
 		v.recheck = terminalRecheck
+		if resolved.Reason == v1alpha1.ReasonAccessDenied || resolved.Reason == v1alpha1.ReasonNoCredentials {
+			v.recheck = accessRecheck
+		}
 	default:
 		v.removeStalled = true
 	}

@@ -124,6 +124,17 @@ func TestSummarize(t *testing.T) {
 			recheckMax: terminalRecheck,
 		},
 		{
+			name:       "access denied: held, asked again sooner",
+			o:          failing(base, srcErr("rds", providers.Terminalf(v1alpha1.ReasonAccessDenied, "spec.sources[rds].awsRDS: AccessDenied"))),
+			resolved:   &condWant{F, v1alpha1.ReasonAccessDenied, []string{"source rds", "kept"}},
+			synced:     &condWant{T, v1alpha1.ReasonSynced, nil},
+			ready:      &condWant{F, v1alpha1.ReasonAccessDenied, nil},
+			stalled:    &condWant{T, v1alpha1.ReasonAccessDenied, nil},
+			final:      true,
+			recheckMin: accessRecheck,
+			recheckMax: accessRecheck,
+		},
+		{
 			name: "gone backend",
 			o: failing(base, srcErr("dns", providers.Gone(v1alpha1.ReasonBackendNotFound,
 				errors.New("spec.sources[dns].dns: db.example.com does not exist")))),
