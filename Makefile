@@ -108,6 +108,14 @@ verify: generate manifests fmt ## Fail if generated code, manifests, formatting 
 	fi
 	@echo 'verify: OK'
 
+##@ Chaos
+
+CHAOS_ARGS ?= -kills=50 -quiet=30s -backends=200 -handovers=3 -down=8s
+
+.PHONY: chaos
+chaos: $(TEST_PREREQS) ## Long chaos run of the real binary (50 SIGKILLs, every fault, 30s quiet windows): rewrites docs/reliability.md. `make test` runs the short form.
+	$(ENVTEST_ENV) $(GO) test ./test/chaos -count=1 -v -timeout 60m -args $(CHAOS_ARGS) -report=$(CURDIR)/docs/reliability.md
+
 ##@ Fuzzing
 
 FUZZTIME ?= 30s

@@ -491,6 +491,13 @@ func convergeEach(t *testing.T, since func(fault string) time.Time, faultOf func
 				}
 				env.ledger.injected(f, took, left)
 			}
+			for _, x := range last.violations {
+				if st, ok := last.status[x.backend]; ok && !strings.Contains(st, "sources answer now") {
+					if live := env.world.liveSources(x.backend); live != "" {
+						last.status[x.backend] = st + "; sources answer now: " + live
+					}
+				}
+			}
 			t.Fatalf("the invariants still fail %s after %q (seed %d):%s", time.Since(start).Round(time.Second), failing, env.seed, last)
 		}
 		time.Sleep(200 * time.Millisecond)
