@@ -203,7 +203,7 @@ func newChurner(t *testing.T, rng *rand.Rand, ns, p string) *churner {
 		}},
 		{"Consul instance registered", 2, func() {
 			c.next++
-			w.registerConsul(t, consulA, fmt.Sprintf("%s-n%d", consulA, c.next), ip4(2, 30+c.rng.IntN(60)), api.HealthPassing)
+			w.registerConsul(t, consulA, fmt.Sprintf("%s-n%d", consulA, c.next), c.freeConsulAddress(consulA), api.HealthPassing)
 		}},
 		{"Consul instance deregistered", 2, func() {
 			ids := slices.DeleteFunc(c.consulIDs(consulA), func(id string) bool { return id == consulA+"-0" })
@@ -291,6 +291,27 @@ func (c *churner) consulIDs(service string) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Sorted(maps.Keys(w.consul[service]))
+}
+
+// freeConsulAddress is a random address of 203.0.113.31-90 that no
+// instance of service has: two instances at one address with different
+// health would leave the address's health to the order Consul lists them
+// in, which no model here can predict.
+func (c *churner) freeConsulAddress(service string) string {
+	w := env.world
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	used := map[string]bool{}
+	for _, in := range w.consul[service] {
+		used[in.address] = true
+	}
+	start := c.rng.IntN(60)
+	for k := range 60 {
+		if a := ip4(2, 30+(start+k)%60); !used[a] {
+			return a
+		}
+	}
+	return ip4(2, 30+start)
 }
 
 // ec2IDs are the IDs of this churner's EC2 instances, sorted.
