@@ -129,7 +129,7 @@ func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) rep
 	rep := report{results: res.results, requeueAfter: res.refreshAfter}
 	seen, err := r.observe(ctx, xb)
 	if err != nil {
-		rep.readErr = err
+		rep.syncErr = err
 		return rep
 	}
 	rep.served = seen.served

@@ -142,8 +142,8 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 	key := client.ObjectKeyFromObject(xb)
 	started, _ := r.drains.get(key)
 	// Status lists the first drains only, and its patch may fail: the
-	// slices record every drain start, and this process remembers the ones
-	// it started, so that no drain starts again and never ends.
+	// slices record every drain start. This process also remembers the ones
+	// it started, since the cache may not show its last slice write yet.
 	draining := mergeDrains(started, desired.DrainsFromSlices(seen.slices), xb.Status.Draining)
 	drained := desired.Drain(desired.DrainInput{
 		Current:      current,

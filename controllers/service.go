@@ -248,32 +248,21 @@ func conflictMessage(svc *corev1.Service) string {
 // backend made under a previous name. It returns the Service as written.
 func (r *Reconciler) ensureService(ctx context.Context, xb *v1alpha1.ExternalBackend, pub publication, current *corev1.Service) (*corev1.Service, error) {
 	name := serviceName(xb)
+	fams := ipFamilies(pub.families, pub.endpoints)
 	if current == nil {
-		// Our cache only holds Services that carry our label, so a miss may
-		// be someone else's Service, or ours with the label stripped: read
-		// past the cache before creating.
-		live := &corev1.Service{}
-		switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: xb.Namespace, Name: name}, live); {
-		case err == nil:
-			current = live
-		case !apierrors.IsNotFound(err):
-			return nil, readFailed("reading Service "+name, err)
+		created, err := r.createService(ctx, xb, desiredService(xb, fams))
+		if err != nil || created != nil {
+			return created, err
+		}
+		// Our cache only holds Services that carry our label: the name is
+		// taken by someone else's Service, or by ours with the label stripped.
+		current = &corev1.Service{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: xb.Namespace, Name: name}, current); err != nil {
+			return nil, readFailed("reading Service "+name+" that holds our name", err)
 		}
 	}
-	var fams []corev1.IPFamily
-	if current != nil {
-		fams = keepPrimary(ipFamilies(pub.families, pub.endpoints), current.Spec.IPFamilies, pub.families)
-	} else {
-		fams = ipFamilies(pub.families, pub.endpoints)
-	}
-	want := desiredService(xb, fams)
+	want := desiredService(xb, keepPrimary(fams, current.Spec.IPFamilies, pub.families))
 	switch {
-	case current == nil:
-		if err := r.create(ctx, want, kindService); err != nil {
-			return nil, fmt.Errorf("creating Service %s: %w", name, err)
-		}
-		r.event(xb, corev1.EventTypeNormal, "ServiceCreated", "Create", "created Service %s", name)
-		current = want
 	case !ours(current, xb):
 		return nil, errServiceConflict{conflictMessage(current)}
 	case recreateReason(current, want) != "":
@@ -283,17 +272,28 @@ func (r *Reconciler) ensureService(ctx context.Context, xb *v1alpha1.ExternalBac
 		}
 		r.event(xb, corev1.EventTypeNormal, "ServiceRecreated", "Delete", "deleted Service %s %s; it is created again", name, why)
 		return nil, errRecreating
-	default:
-		merged, changed := mergeService(current, want)
-		if changed {
-			if err := r.update(ctx, merged, kindService); err != nil {
-				return nil, fmt.Errorf("updating Service %s: %w", name, err)
-			}
-			r.event(xb, corev1.EventTypeNormal, "ServiceUpdated", "Update", "updated Service %s", name)
-		}
-		current = merged
 	}
-	return current, r.removeOldServices(ctx, xb, current)
+	merged, changed := mergeService(current, want)
+	if changed {
+		if err := r.update(ctx, merged, kindService); err != nil {
+			return nil, fmt.Errorf("updating Service %s: %w", name, err)
+		}
+		r.event(xb, corev1.EventTypeNormal, "ServiceUpdated", "Update", "updated Service %s", name)
+	}
+	return merged, r.removeOldServices(ctx, xb, merged)
+}
+
+// createService creates want. It returns nil and no error when the name is
+// already taken, for the caller to look at what holds it.
+func (r *Reconciler) createService(ctx context.Context, xb *v1alpha1.ExternalBackend, want *corev1.Service) (*corev1.Service, error) {
+	switch err := r.create(ctx, want, kindService); {
+	case apierrors.IsAlreadyExists(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("creating Service %s: %w", want.Name, err)
+	}
+	r.event(xb, corev1.EventTypeNormal, "ServiceCreated", "Create", "created Service %s", want.Name)
+	return want, r.removeOldServices(ctx, xb, want)
 }
 
 // ours tells whether the Service is this backend's: controlled by it, or

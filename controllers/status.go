@@ -44,9 +44,8 @@ type report struct {
 	publication
 	// slices is how many slices are ours after the writes.
 	slices int32
-	// readErr is set when reading what is published failed; nothing was written.
-	readErr error
-	// syncErr is set when writing the Service or slices failed.
+	// syncErr is set when reading or writing the Service or slices
+	// failed; a failed read is an errRead.
 	syncErr error
 	// served are the families the cluster serves, for messages.
 	served sets.Set[corev1.IPFamily]
@@ -67,7 +66,7 @@ func (r *Reconciler) finish(ctx context.Context, before, xb *v1alpha1.ExternalBa
 	xb.Status.ServiceName = serviceName(xb)
 	if !xb.Spec.Suspend && rep.specErr == nil {
 		xb.Status.Sources = sourceStatuses(before.Status.Sources, xb.Spec.Sources, rep.results, r.Clock.Now())
-		if rep.readErr == nil && rep.syncErr == nil {
+		if rep.syncErr == nil {
 			xb.Status.Endpoints = countEndpoints(rep.endpoints)
 			xb.Status.Endpoints.NotServed = int32(rep.notServed.Total())
 			xb.Status.Dropped = capList(rep.dropped, maxDropped)
@@ -156,7 +155,6 @@ type outcome struct {
 	notServed string
 	// nothingServed is true when the cluster serves none of the spec's IP families.
 	nothingServed bool
-	readErr       error
 	syncErr       error
 	counts        v1alpha1.EndpointCounts
 	slices        int32
@@ -184,7 +182,6 @@ func outcomeOf(suspended bool, rep report, wasReady metav1.ConditionStatus) outc
 		specErr:    rep.specErr,
 		sourceErrs: map[string]*providers.Error{},
 		dropped:    len(rep.dropped),
-		readErr:    rep.readErr,
 		syncErr:    rep.syncErr,
 		counts:     countEndpoints(rep.endpoints),
 		slices:     rep.slices,
@@ -338,8 +335,6 @@ func syncedCondition(o outcome) (c metav1.Condition, recheck time.Duration, retr
 	switch {
 	case errors.As(o.syncErr, &conflict):
 		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonServiceConflict, conflict.msg), conflictRecheck, nil
-	case o.readErr != nil:
-		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonReadFailed, o.readErr.Error()+"; nothing was written, retrying"), 0, o.readErr
 	case errors.As(o.syncErr, new(errRead)):
 		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonReadFailed, o.syncErr.Error()+"; retrying"), 0, o.syncErr
 	case o.syncErr != nil:

@@ -136,8 +136,12 @@ func DrainAnnotator(draining []v1alpha1.DrainingEndpoint) func([]discoveryv1.End
 func DrainsFromSlices(sl []discoveryv1.EndpointSlice) []v1alpha1.DrainingEndpoint {
 	var out []v1alpha1.DrainingEndpoint
 	for _, s := range sl {
+		v, ok := s.Annotations[DrainAnnotation]
+		if !ok {
+			continue
+		}
 		var starts map[string]string
-		if json.Unmarshal([]byte(s.Annotations[DrainAnnotation]), &starts) != nil {
+		if json.Unmarshal([]byte(v), &starts) != nil {
 			continue
 		}
 		for addr, v := range starts {
