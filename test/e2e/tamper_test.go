@@ -198,9 +198,13 @@ func TestManyDrainsSurviveRestart(t *testing.T) {
 		t.Errorf("drain starts changed across the restart: %d recorded, first differences %v", len(after), firstDiff(before, after))
 	}
 	waitAddresses(t, ns, "db", addrs[0], "192.0.2.250")
-	if n := get(t, cur).Status.Draining; len(n) != 0 {
-		t.Errorf("status.draining lists %d after every drain ended", len(n))
-	}
+	// The status patch follows the slice write that ends the drains.
+	waitStatus(t, cur, "no drain left on status", func(xb *v1alpha1.ExternalBackend) error {
+		if n := len(xb.Status.Draining); n != 0 || xb.Status.Endpoints.Terminating != 0 {
+			return fmt.Errorf("status.draining lists %d, %d terminating", n, xb.Status.Endpoints.Terminating)
+		}
+		return nil
+	})
 }
 
 // drainStarts reads the drain start every slice of db records, by address.
