@@ -48,8 +48,9 @@ help: ## Show this help.
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/backendslice.
+build: ## Build bin/backendslice (the controller, as shipped) and bin/backendslice-demo.
 	$(GO) build -o $(BIN)/backendslice .
+	$(GO) build -o $(BIN)/backendslice-demo ./cmd/backendslice-demo
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy code for api/ (controller-gen object).
@@ -155,7 +156,7 @@ helm-template: ## Print charts/backendslice as `helm template` renders it (HELM_
 
 .PHONY: demo
 demo: controlplane build ## Run the demo against a local kube-apiserver and etcd.
-	$(ENVTEST_ENV) $(BIN)/backendslice demo
+	$(ENVTEST_ENV) $(BIN)/backendslice-demo
 
 ##@ Test binaries and tools
 

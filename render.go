@@ -28,6 +28,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/controllers/desired"
+	"github.com/backendslice/backendslice/internal/cli"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 )
@@ -56,7 +57,7 @@ var renderedFlags = []string{"max-endpoints-per-slice", "denied-cidrs", "denied-
 // renderCommand is `backendslice render`: what the controller would write,
 // for review before a merge.
 func renderCommand() *cobra.Command {
-	var f controllerFlags
+	var f cli.ControllerFlags
 	var o renderOptions
 	cmd := &cobra.Command{
 		Use:   "render -f FILE [--snapshot FILE]",
@@ -72,13 +73,16 @@ FILE are skipped. Pass the controller's --max-endpoints-per-slice,
 --denied-cidrs and --denied-names if your deployment changes them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.complete(); err != nil {
+			// Only the settings are read: render calls no provider, so it
+			// builds none.
+			opts, err := f.ManagerOptions()
+			if err != nil {
 				return err
 			}
-			return runRender(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), f.manager.Config, o)
+			return runRender(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), opts.Config, o)
 		},
 	}
-	f.bind(cmd)
+	f.Bind(cmd.Flags())
 	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
 		if !slices.Contains(renderedFlags, fl.Name) {
 			fl.Hidden = true

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/cli"
 )
 
 // FuzzRenderDecode feeds arbitrary bytes to decodeBackends, which reads
@@ -60,9 +61,10 @@ func FuzzRenderDecode(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	var flags controllerFlags
-	flags.bind(&cobra.Command{})
-	if err := flags.complete(); err != nil {
+	var flags cli.ControllerFlags
+	flags.Bind(pflag.NewFlagSet("render", pflag.ContinueOnError))
+	opts, err := flags.ManagerOptions()
+	if err != nil {
 		f.Fatal(err)
 	}
 	snap, err := readSnapshot("testdata/render/snapshot.yaml")
@@ -89,7 +91,7 @@ func FuzzRenderDecode(f *testing.F) {
 			if xb.Namespace == "" {
 				xb.Namespace = "default"
 			}
-			docs, err := renderBackend(context.Background(), reg, flags.manager.Config, xb)
+			docs, err := renderBackend(context.Background(), reg, opts.Config, xb)
 			if err != nil {
 				continue // the controller would not write it either: its status says why
 			}

@@ -1,19 +1,19 @@
 // Package aws resolves awsRDS and awsEC2 sources with aws-sdk-go-v2.
 //
 // Both providers share one Session: its credentials, its SDK clients and,
-// above all, its Describe streams. A stream is one paginated listing of a
+// above all, its Describe listings. A listing is one paginated Describe of a
 // whole region (DescribeDBInstances, DescribeDBClusters or
 // DescribeInstances) for one identity (the controller's own, or an allowed
-// assumeRoleARN). Every backend reads the stream's cached answer; the
-// stream is listed again only when its answer is older than the refresh
-// interval (less a random jitter of up to a tenth, so that streams do not
+// assumeRoleARN). Every backend reads the listing's cached answer; the
+// listing is listed again only when its answer is older than the refresh
+// interval (less a random jitter of up to a tenth, so that listings do not
 // refresh in lockstep). The number of AWS calls therefore grows with the
 // number of regions, identities and pages, not with the number of backends
 // or reconciles. Each Result asks to be resolved again after the refresh
 // interval, by which time the answer it was built from has expired.
 //
-// A stream, and the SDK clients of its identity, live as long as a source
-// reads them: Resolve records which streams each source of each backend
+// A listing, and the SDK clients of its identity, live as long as a source
+// reads them: Resolve records which listings each source of each backend
 // reads, and Forget (called by the controller after each reconcile and when
 // a backend goes) lets go of the sources that are no longer in the spec. So
 // the regions tenants write cost memory only while some backend names them.
@@ -145,7 +145,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 }
 
 // Session holds what the AWS providers share: configuration, SDK clients
-// by identity and region, and the Describe streams. Its methods are safe for
+// by identity and region, and the Describe listings. Its methods are safe for
 // concurrent use.
 type Session struct {
 	base     awssdk.Config
@@ -164,13 +164,13 @@ type Session struct {
 
 	// mu guards the fields below.
 	mu sync.Mutex
-	// clients are the SDK clients of the identities some stream lists as.
+	// clients are the SDK clients of the identities some listing lists as.
 	clients map[identity]*clients
-	// streams are the listings some source reads.
-	streams map[streamKey]*shared
-	// sources are the streams each source of each backend read when it was
+	// listings are the listings some source reads.
+	listings map[listingKey]*shared
+	// sources are the listings each source of each backend read when it was
 	// last resolved.
-	sources map[types.NamespacedName]map[interest][]streamKey
+	sources map[types.NamespacedName]map[interest][]listingKey
 	// closed is set by Close: nothing is kept or listed after it.
 	closed bool
 }
@@ -185,8 +185,8 @@ type identity struct {
 type clients struct {
 	rds *rds.Client
 	ec2 *ec2.Client
-	// streams is how many streams in Session.streams list with them.
-	streams int
+	// listings is how many listings in Session.listings list with them.
+	listings int
 }
 
 // interest names one source of a backend among those the session tracks.
@@ -208,8 +208,8 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		resolver: opts.Resolver,
 		clock:    opts.Clock,
 		clients:  map[identity]*clients{},
-		streams:  map[streamKey]*shared{},
-		sources:  map[types.NamespacedName]map[interest][]streamKey{},
+		listings:  map[listingKey]*shared{},
+		sources:  map[types.NamespacedName]map[interest][]listingKey{},
 	}
 	attempts := opts.MaxAttempts
 	if attempts == 0 {
@@ -252,7 +252,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
 	s.base.Credentials = markFailures{s.base.Credentials}
-	// Listings outlive the Resolve that starts them (see stream.list), so
+	// Listings outlive the Resolve that starts them (see cachedListing.list), so
 	// they hang off the session, not off a caller.
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil

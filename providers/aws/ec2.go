@@ -54,7 +54,7 @@ func (p *EC2Provider) Resolve(ctx context.Context, req providers.Request) (provi
 		p.s.use(providers.KindAWSEC2, req)
 		return providers.Result{}, err
 	}
-	p.s.use(providers.KindAWSEC2, req, streamKey{id, describeInstances})
+	p.s.use(providers.KindAWSEC2, req, listingKey{id, describeInstances})
 	instances, err := p.instances(ctx, id, 0)
 	if err == nil && len(src.InstanceIDs) > 0 {
 		anyOf := func(m map[string]ec2Instance) bool {
@@ -129,7 +129,7 @@ func ec2Endpoints(i ec2Instance, kind v1alpha1.AWSEC2AddressKind, types []v1alph
 // instances is the listing of every EC2 instance of id's region, by ID, no
 // older than maxAge when it is not zero.
 func (p *EC2Provider) instances(ctx context.Context, id identity, maxAge time.Duration) (map[string]ec2Instance, error) {
-	st := streamOf(p.s, streamKey{id, describeInstances}, func(ctx context.Context, c *clients) (map[string]ec2Instance, error) {
+	st := listingOf(p.s, listingKey{id, describeInstances}, (*shared).instancesSlot, func(ctx context.Context, c *clients) (map[string]ec2Instance, error) {
 		out := map[string]ec2Instance{}
 		pages := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{MaxResults: awssdk.Int32(1000)},
 			func(o *ec2.DescribeInstancesPaginatorOptions) { o.StopOnDuplicateToken = true })

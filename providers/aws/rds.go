@@ -86,9 +86,9 @@ func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (provi
 		p.s.use(providers.KindAWSRDS, req)
 		return providers.Result{}, err
 	}
-	reads := []streamKey{{id, describeDBInstances}}
+	reads := []listingKey{{id, describeDBInstances}}
 	if src.DBClusterIdentifier != "" {
-		reads = append(reads, streamKey{id, describeDBClusters})
+		reads = append(reads, listingKey{id, describeDBClusters})
 	}
 	p.s.use(providers.KindAWSRDS, req, reads...)
 	instances, err := p.instances(ctx, id, 0)
@@ -212,7 +212,7 @@ func (p *RDSProvider) listerOfInstances(id identity) func(context.Context, time.
 // instances is the listing of every DB instance of id's region, by
 // identifier, no older than maxAge when it is not zero.
 func (p *RDSProvider) instances(ctx context.Context, id identity, maxAge time.Duration) (map[string]dbInstance, error) {
-	st := streamOf(p.s, streamKey{id, describeDBInstances}, func(ctx context.Context, c *clients) (map[string]dbInstance, error) {
+	st := listingOf(p.s, listingKey{id, describeDBInstances}, (*shared).dbInstancesSlot, func(ctx context.Context, c *clients) (map[string]dbInstance, error) {
 		out := map[string]dbInstance{}
 		pages := rds.NewDescribeDBInstancesPaginator(c.rds, &rds.DescribeDBInstancesInput{MaxRecords: awssdk.Int32(100)},
 			func(o *rds.DescribeDBInstancesPaginatorOptions) { o.StopOnDuplicateToken = true })
@@ -254,7 +254,7 @@ func (p *RDSProvider) listerOfClusters(id identity) func(context.Context, time.D
 // clusters is the listing of every DB cluster of id's region: the members
 // by cluster identifier, no older than maxAge when it is not zero.
 func (p *RDSProvider) clusters(ctx context.Context, id identity, maxAge time.Duration) (map[string][]dbMember, error) {
-	st := streamOf(p.s, streamKey{id, describeDBClusters}, func(ctx context.Context, c *clients) (map[string][]dbMember, error) {
+	st := listingOf(p.s, listingKey{id, describeDBClusters}, (*shared).dbClustersSlot, func(ctx context.Context, c *clients) (map[string][]dbMember, error) {
 		out := map[string][]dbMember{}
 		pages := rds.NewDescribeDBClustersPaginator(c.rds, &rds.DescribeDBClustersInput{MaxRecords: awssdk.Int32(100)},
 			func(o *rds.DescribeDBClustersPaginatorOptions) { o.StopOnDuplicateToken = true })

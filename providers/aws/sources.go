@@ -8,10 +8,10 @@ import (
 	"github.com/backendslice/backendslice/providers"
 )
 
-// use records that the source of req, of kind, reads the streams of keys
+// use records that the source of req, of kind, reads the listings of keys
 // from now on and no longer those it read before (another region or role,
 // or an Aurora cluster it no longer names); no keys let go of the source.
-func (s *Session) use(kind providers.Kind, req providers.Request, keys ...streamKey) {
+func (s *Session) use(kind providers.Kind, req providers.Request, keys ...listingKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -32,10 +32,10 @@ func (s *Session) forget(kind providers.Kind, backend types.NamespacedName, keep
 	}
 }
 
-// set makes keys the streams that source i of backend reads. The new ones
-// are acquired before the old ones are released, so that a stream both use
+// set makes keys the listings that source i of backend reads. The new ones
+// are acquired before the old ones are released, so that a listing both use
 // keeps its answer. s.mu is held.
-func (s *Session) set(backend types.NamespacedName, i interest, keys []streamKey) {
+func (s *Session) set(backend types.NamespacedName, i interest, keys []listingKey) {
 	for _, k := range keys {
 		s.acquire(k)
 	}
@@ -50,54 +50,54 @@ func (s *Session) set(backend types.NamespacedName, i interest, keys []streamKey
 			delete(s.sources, backend)
 		}
 	case of == nil:
-		s.sources[backend] = map[interest][]streamKey{i: keys}
+		s.sources[backend] = map[interest][]listingKey{i: keys}
 	default:
 		of[i] = keys
 	}
 }
 
-// acquire counts one more user of the stream of k, making its entry, and the
+// acquire counts one more user of the listing of k, making its entry, and the
 // clients of its identity, on first use. s.mu is held.
-func (s *Session) acquire(k streamKey) {
-	sh, ok := s.streams[k]
+func (s *Session) acquire(k listingKey) {
+	sh, ok := s.listings[k]
 	if !ok {
 		c, ok := s.clients[k.identity]
 		if !ok {
 			c = s.newClients(k.identity)
 			s.clients[k.identity] = c
 		}
-		c.streams++
+		c.listings++
 		sh = &shared{clients: c}
-		s.streams[k] = sh
+		s.listings[k] = sh
 	}
 	sh.users++
 }
 
-// release counts one user of the stream of k less, dropping the stream, and
+// release counts one user of the listing of k less, dropping the listing, and
 // the clients of its identity, when nothing uses them any more. s.mu is
 // held.
-func (s *Session) release(k streamKey) {
-	sh := s.streams[k]
+func (s *Session) release(k listingKey) {
+	sh := s.listings[k]
 	if sh.users--; sh.users > 0 {
 		return
 	}
-	delete(s.streams, k)
-	if sh.clients.streams--; sh.clients.streams == 0 {
+	delete(s.listings, k)
+	if sh.clients.listings--; sh.clients.listings == 0 {
 		delete(s.clients, k.identity)
 	}
 }
 
-// Streams is how many Describe listings the session keeps: one per
+// Listings is how many Describe listings the session keeps: one per
 // identity, region and action some source reads, whatever the number of
 // sources sharing it.
-func (s *Session) Streams() int {
+func (s *Session) Listings() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.streams)
+	return len(s.listings)
 }
 
 // Clients is how many identities (role and region) the session keeps SDK
-// clients for: those some stream lists as.
+// clients for: those some listing lists as.
 func (s *Session) Clients() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -111,7 +111,7 @@ func (s *Session) Close() {
 	s.mu.Lock()
 	s.closed = true
 	clear(s.sources)
-	clear(s.streams)
+	clear(s.listings)
 	clear(s.clients)
 	s.mu.Unlock()
 	s.cancel()

@@ -34,11 +34,11 @@ func mustResolveAs(t *testing.T, p providers.Provider, backend types.NamespacedN
 	return eps
 }
 
-// wantKept checks how many streams and clients the session keeps.
-func wantKept(t *testing.T, s *awsprovider.Session, what string, streams, clients int) {
+// wantKept checks how many listings and clients the session keeps.
+func wantKept(t *testing.T, s *awsprovider.Session, what string, listings, clients int) {
 	t.Helper()
-	if gs, gc := s.Streams(), s.Clients(); gs != streams || gc != clients {
-		t.Errorf("%s: %d streams and %d clients kept, want %d and %d", what, gs, gc, streams, clients)
+	if gs, gc := s.Listings(), s.Clients(); gs != listings || gc != clients {
+		t.Errorf("%s: %d listings and %d clients kept, want %d and %d", what, gs, gc, listings, clients)
 	}
 }
 
@@ -58,7 +58,7 @@ func inRegion(src v1alpha1.Source, region string) v1alpha1.Source {
 
 // TestForgetLetsGoOfStreamsAndClients resolves backends in three regions,
 // each with an RDS instance, an Aurora writer and an EC2 source, and
-// forgets them step by step as the controller does: a stream stays while
+// forgets them step by step as the controller does: a listing stays while
 // any backend reads it, each provider forgets only its own sources, and
 // once every backend is gone nothing is kept.
 func TestForgetLetsGoOfStreamsAndClients(t *testing.T) {
@@ -112,7 +112,7 @@ func TestForgetLetsGoOfStreamsAndClients(t *testing.T) {
 }
 
 // TestSourceChangeMovesItsStreams changes sources between resolves: the
-// streams a source no longer reads (another region, a cluster it no longer
+// listings a source no longer reads (another region, a cluster it no longer
 // names, a role it may not use) are let go of once no other source reads
 // them.
 func TestSourceChangeMovesItsStreams(t *testing.T) {
@@ -166,7 +166,7 @@ func waitForCalls(t *testing.T, fake *awsfake.Server, action string, n int) {
 }
 
 // TestForgetDuringListing forgets a backend while its listing is in flight:
-// the listing still answers its caller, and does not put the stream or its
+// the listing still answers its caller, and does not put the listing or its
 // clients back.
 func TestForgetDuringListing(t *testing.T) {
 	e := newEnv(t, nil)
@@ -198,7 +198,7 @@ func TestForgetDuringListing(t *testing.T) {
 	wantAddresses(t, "the caller of the listing in flight", got.eps, "192.0.2.10")
 	wantKept(t, e.s, "after the listing ended", 0, 0)
 
-	// The answer went with the stream: resolving again lists again.
+	// The answer went with the listing: resolving again lists again.
 	mustResolveAs(t, p, a, src)
 	wantKept(t, e.s, "resolved again", 1, 1)
 	if got := e.fake.Calls(awsfake.DescribeDBInstances); got != 2 {

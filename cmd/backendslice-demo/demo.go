@@ -1,3 +1,8 @@
+// Command backendslice-demo starts a local kube-apiserver and etcd, applies
+// the sample ExternalBackends, runs the controller on them and prints what
+// it wrote. It is a developer's tool, apart from the backendslice binary:
+// the control plane it starts is the tests' one (test/controlplane, on
+// controller-runtime's envtest), which the shipped binary must not carry.
 package main
 
 import (
@@ -24,10 +29,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/internal/cli"
 	"github.com/backendslice/backendslice/test/controlplane"
 )
 
@@ -42,22 +49,37 @@ type demoOptions struct {
 	singleStack bool
 }
 
+func main() {
+	if err := demoCommand().Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+// demoCommand takes the controller's flags, and the demo's own.
 func demoCommand() *cobra.Command {
-	var f controllerFlags
+	var f cli.ControllerFlags
 	var o demoOptions
 	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Start a local kube-apiserver and etcd, apply the samples, run the controller and show what it wrote",
+		Use:          "backendslice-demo",
+		Short:        "Start a local kube-apiserver and etcd, apply the samples, run the controller and show what it wrote",
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.complete(); err != nil {
+			opts, err := f.ManagerOptions()
+			if err != nil {
 				return err
 			}
+			ctrl.SetLogger(f.Logger())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runDemo(ctx, cmd.OutOrStdout(), f.manager, o)
+			p, err := cli.NewProviders(ctx, f.Providers)
+			if err != nil {
+				return err
+			}
+			return runDemo(ctx, cmd.OutOrStdout(), cli.WithProviders(opts, p), o)
 		},
 	}
-	f.bind(cmd)
+	f.Bind(cmd.Flags())
 	cmd.Flags().StringVar(&o.samples, "samples", "config/samples", "folder of ExternalBackend manifests to apply")
 	cmd.Flags().BoolVar(&o.once, "once", false, "stop after printing the result instead of running until Ctrl-C")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for the samples to become Ready")

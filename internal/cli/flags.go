@@ -1,0 +1,110 @@
+// Package cli holds what the backendslice commands share: the controller's
+// flags, the checks on them, and the providers they configure. The
+// controller, render and the demo (its own binary) each take what they need
+// from here, so that a flag means the same in all three.
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/backendslice/backendslice/controllers"
+	awsprovider "github.com/backendslice/backendslice/providers/aws"
+	consulprovider "github.com/backendslice/backendslice/providers/consul"
+	dnsprovider "github.com/backendslice/backendslice/providers/dns"
+)
+
+// ControllerFlags are the flags of `backendslice controller`, also taken by
+// render (for the settings that change what is written) and by the demo.
+type ControllerFlags struct {
+	manager     controllers.ManagerOptions
+	deniedCIDRs []string
+	zap         zap.Options
+	// Providers configure the source kinds that call out.
+	Providers ProviderOptions
+}
+
+// ProviderOptions configure the providers that reach outside the cluster.
+type ProviderOptions struct {
+	DNS    dnsprovider.Options
+	Consul consulprovider.Options
+	AWS    awsprovider.Options
+}
+
+// Bind registers the flags on fs.
+func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
+	fs.StringVar(&f.manager.MetricsBindAddress, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	fs.StringVar(&f.manager.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address the /healthz and /readyz probes bind to")
+	fs.BoolVar(&f.manager.LeaderElection, "leader-elect", false, "elect a leader so that only one replica reconciles at a time")
+	fs.IntVar(&f.manager.Concurrency, "concurrent", controllers.DefaultConcurrency, "how many ExternalBackends are reconciled at once")
+	fs.Float32Var(&f.manager.KubeAPIQPS, "kube-api-qps", 50, "queries per second the controller may send the API server (client-side limit)")
+	fs.IntVar(&f.manager.KubeAPIBurst, "kube-api-burst", 100, "burst of queries above --kube-api-qps")
+	fs.StringVar(&f.manager.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the controller's own)")
+	fs.Int32Var(&f.manager.Config.MaxEndpointsPerSlice, "max-endpoints-per-slice", 100, "endpoints per EndpointSlice where the spec sets none (1-1000)")
+	fs.DurationVar(&f.manager.Config.DefaultDrainPeriod, "default-drain-period", 30*time.Second, "how long a vanished endpoint stays as terminating where the spec sets no drainPeriod")
+	fs.StringSliceVar(&f.deniedCIDRs, "denied-cidrs", controllers.DefaultDeniedCIDRs(), "networks no endpoint may be in: cloud metadata addresses, and add the cluster's Pod and Service ranges")
+	fs.StringSliceVar(&f.manager.Config.DeniedNames, "denied-names", controllers.DefaultDeniedNames(), "DNS names no FQDN endpoint may have (*.example.com denies every name under it)")
+	fs.DurationVar(&f.manager.Config.ResolveTimeout, "resolve-timeout", 10*time.Second, "longest time one provider call may take")
+	fs.DurationVar(&f.manager.Config.ReconcileTimeout, "reconcile-timeout", controllers.DefaultReconcileTimeout, "longest time one reconcile may take, its sources resolved at once (at least --resolve-timeout)")
+	fs.DurationVar(&f.manager.Config.Coalesce.Quiet, "coalesce-quiet", 0, "hold a provider change until the backend's endpoints have been quiet this long, folding a burst into one write per slice; 0 publishes every change at once")
+	fs.DurationVar(&f.manager.Config.Coalesce.Max, "coalesce-max", 5*time.Second, "longest a provider change is held while the endpoints keep changing (with --coalesce-quiet)")
+	f.Providers.DNS.BindFlags(fs)
+	f.Providers.Consul.BindFlags(fs)
+	f.Providers.AWS.BindFlags(fs)
+	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
+	f.zap.BindFlags(gofs)
+	fs.AddGoFlagSet(gofs)
+}
+
+// ManagerOptions checks the flags and returns the manager options they
+// describe, without providers: those are built by NewProviders, by the
+// commands that call out.
+func (f *ControllerFlags) ManagerOptions() (controllers.ManagerOptions, error) {
+	opts := f.manager
+	if opts.Concurrency < 1 {
+		return opts, fmt.Errorf("--concurrent=%d: must be at least 1", opts.Concurrency)
+	}
+	if opts.KubeAPIQPS <= 0 || opts.KubeAPIBurst < 1 {
+		return opts, fmt.Errorf("--kube-api-qps=%g --kube-api-burst=%d: both must be positive", opts.KubeAPIQPS, opts.KubeAPIBurst)
+	}
+	if n := opts.Config.MaxEndpointsPerSlice; n < 1 || n > 1000 {
+		return opts, fmt.Errorf("--max-endpoints-per-slice=%d: must be between 1 and 1000", n)
+	}
+	if c := opts.Config; c.ResolveTimeout <= 0 || c.ReconcileTimeout < c.ResolveTimeout {
+		return opts, fmt.Errorf("--resolve-timeout=%s --reconcile-timeout=%s: both must be positive, and a reconcile at least as long as one provider call", c.ResolveTimeout, c.ReconcileTimeout)
+	}
+	if opts.Config.DefaultDrainPeriod < 0 {
+		return opts, fmt.Errorf("--default-drain-period=%s: must not be negative", opts.Config.DefaultDrainPeriod)
+	}
+	if err := opts.Config.Coalesce.Validate(); err != nil {
+		return opts, err
+	}
+	prefixes, err := parseCIDRs(f.deniedCIDRs)
+	if err != nil {
+		return opts, err
+	}
+	opts.Config.DeniedPrefixes = prefixes
+	return opts, nil
+}
+
+// parseCIDRs reads --denied-cidrs.
+func parseCIDRs(cidrs []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(cidrs))
+	for _, c := range cidrs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("--denied-cidrs: %q is not a CIDR such as 10.96.0.0/12: %w", c, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// Logger is the logger the --zap-* flags describe.
+func (f *ControllerFlags) Logger() logr.Logger { return zap.New(zap.UseFlagOptions(&f.zap)) }

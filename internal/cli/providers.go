@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/providers"
+	awsprovider "github.com/backendslice/backendslice/providers/aws"
+	consulprovider "github.com/backendslice/backendslice/providers/consul"
+	dnsprovider "github.com/backendslice/backendslice/providers/dns"
+	"github.com/backendslice/backendslice/providers/static"
+)
+
+// Providers are the source providers of one controller, and the waker that
+// carries the push providers' changes to it.
+type Providers struct {
+	Registry *providers.Registry
+	// Waker is given to the manager (controllers.ManagerOptions.Waker):
+	// Consul watches push changes through it.
+	Waker *controllers.ChannelWaker
+}
+
+// NewProviders builds every provider this binary has, configured by o.
+func NewProviders(ctx context.Context, o ProviderOptions) (Providers, error) {
+	dns, err := dnsprovider.New(o.DNS)
+	if err != nil {
+		return Providers{}, err
+	}
+	waker := controllers.NewChannelWaker()
+	consul, err := consulprovider.New(o.Consul, waker)
+	if err != nil {
+		return Providers{}, err
+	}
+	// RDS and EC2 share one session: credentials, clients and the cached
+	// per-region listings every backend reads.
+	aws, err := awsprovider.New(ctx, o.AWS)
+	if err != nil {
+		return Providers{}, err
+	}
+	reg, err := providers.NewRegistry(static.New(), dns, consul, aws.RDS(), aws.EC2())
+	if err != nil {
+		return Providers{}, err
+	}
+	return Providers{Registry: reg, Waker: waker}, nil
+}
+
+// WithProviders returns opts running p.
+func WithProviders(opts controllers.ManagerOptions, p Providers) controllers.ManagerOptions {
+	opts.Providers, opts.Waker = p.Registry, p.Waker
+	return opts
+}

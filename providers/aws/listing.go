@@ -1,0 +1,168 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/backendslice/backendslice/providers"
+)
+
+// The Describe actions a listing lists.
+const (
+	describeDBInstances = "DescribeDBInstances"
+	describeDBClusters  = "DescribeDBClusters"
+	describeInstances   = "DescribeInstances"
+)
+
+// listingKey names one shared Describe listing.
+type listingKey struct {
+	identity
+	// kind is the Describe action listed.
+	kind string
+}
+
+// shared is a listing that some sources read, with its cached answers.
+type shared struct {
+	// users is how many sources read it.
+	users int
+	// clients are the SDK clients it lists with.
+	clients *clients
+	// The cached answers of the key's Describe action, made by the first
+	// listingOf: only the one of that action is set.
+	dbInstances *cachedListing[map[string]dbInstance]
+	dbClusters  *cachedListing[map[string][]dbMember]
+	instances   *cachedListing[map[string]ec2Instance]
+}
+
+// The slots of shared that listingOf fills, one for each Describe action.
+func (sh *shared) dbInstancesSlot() **cachedListing[map[string]dbInstance] { return &sh.dbInstances }
+func (sh *shared) dbClustersSlot() **cachedListing[map[string][]dbMember]  { return &sh.dbClusters }
+func (sh *shared) instancesSlot() **cachedListing[map[string]ec2Instance]  { return &sh.instances }
+
+// errClosed is the failure of a listing asked for after Session.Close.
+var errClosed = errors.New("the AWS session is closed")
+
+// cachedListing is one shared, cached Describe listing of a region. One listing
+// runs at a time; callers that come while it runs wait for its answer
+// rather than starting their own.
+type cachedListing[T any] struct {
+	s *Session
+	// clients are the ones the listing was made with, so that a listing in
+	// flight never puts clients back into a session that let go of them.
+	clients *clients
+	fetch   func(context.Context, *clients) (T, error)
+
+	// mu guards the fields below, per listing so that one slow region does
+	// not hold up another.
+	mu      sync.Mutex
+	value   T
+	err     error
+	expires time.Time
+	// taken is when value was listed.
+	taken time.Time
+	// running is closed when the listing in flight ends; nil when none runs.
+	running chan struct{}
+}
+
+// listingOf returns the listing of key, made on first use with fetch. Resolve
+// records the source's use of key first; when no source uses key (one that
+// was forgotten meanwhile, or after Close) the listing serves this caller
+// only and is not kept.
+func listingOf[T any](s *Session, key listingKey, slot func(*shared) **cachedListing[T], fetch func(context.Context, *clients) (T, error)) *cachedListing[T] {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh, ok := s.listings[key]
+	if !ok {
+		return &cachedListing[T]{s: s, clients: s.newClients(key.identity), fetch: fetch}
+	}
+	kept := slot(sh)
+	if *kept == nil {
+		*kept = &cachedListing[T]{s: s, clients: sh.clients, fetch: fetch}
+	}
+	return *kept
+}
+
+// get returns the listing's answer, listing the region again first when the
+// answer has expired or, when maxAge is not zero, is older than maxAge. A
+// cancelled ctx returns a transient error at once; the listing goes on for
+// the callers that come next.
+func (l *cachedListing[T]) get(ctx context.Context, maxAge time.Duration) (T, error) {
+	l.mu.Lock()
+	now := l.s.clock.Now()
+	if l.running == nil && now.Before(l.expires) && (maxAge == 0 || l.err != nil || now.Sub(l.taken) <= maxAge) {
+		v, err := l.value, l.err
+		l.mu.Unlock()
+		return v, err
+	}
+	if l.running == nil {
+		if !l.s.spawn(l.list) {
+			l.mu.Unlock()
+			var zero T
+			return zero, errClosed
+		}
+		// list waits for l.mu, so it sees running set.
+		l.running = make(chan struct{})
+	}
+	running := l.running
+	l.mu.Unlock()
+	select {
+	case <-running:
+	case <-ctx.Done():
+		var zero T
+		return zero, providers.Transient(ctx.Err())
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.value, l.err
+}
+
+// relistIfMissing returns m when found says it has what a source names;
+// otherwise the listing list gives no older than the recheck period, since
+// what the source names may be newer than m.
+func relistIfMissing[M any](ctx context.Context, s *Session, m M, found func(M) bool,
+	list func(context.Context, time.Duration) (M, error)) (M, error) {
+	if found(m) {
+		return m, nil
+	}
+	return list(ctx, s.fresh())
+}
+
+// hasKey says whether a listing holds key.
+func hasKey[V any](key string) func(map[string]V) bool {
+	return func(m map[string]V) bool {
+		_, ok := m[key]
+		return ok
+	}
+}
+
+// list runs one listing, detached from any caller's context so that a
+// caller giving up does not fail the others waiting, and stores its answer
+// in the listing only: a listing the session let go of meanwhile answers the
+// callers waiting and is then dropped.
+func (l *cachedListing[T]) list() {
+	ctx, cancel := context.WithTimeout(l.s.ctx, l.s.timeout)
+	defer cancel()
+	v, err := l.fetch(ctx, l.clients)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.s.clock.Now()
+	if err != nil {
+		// A refusal is not held: the controller does not retry it, so only
+		// a new or changed backend asks again, and it should see a policy
+		// that was fixed meanwhile.
+		hold := l.s.hold
+		if refusal(err) != "" {
+			hold = 0
+		}
+		var zero T
+		l.value, l.err, l.expires = zero, err, now.Add(hold)
+	} else {
+		life := time.Duration(float64(l.s.refresh) * (1 - jitter*rand.Float64()))
+		l.value, l.err, l.expires, l.taken = v, nil, now.Add(life), now
+	}
+	close(l.running)
+	l.running = nil
+}
