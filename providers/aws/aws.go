@@ -208,7 +208,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		resolver: opts.Resolver,
 		clock:    opts.Clock,
 		clients:  map[identity]*clients{},
-		listings:  map[listingKey]*shared{},
+		listings: map[listingKey]*shared{},
 		sources:  map[types.NamespacedName]map[interest][]listingKey{},
 	}
 	attempts := opts.MaxAttempts
