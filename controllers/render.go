@@ -34,15 +34,6 @@ func Render(xb *v1alpha1.ExternalBackend, results []desired.SourceResult, cfg Co
 	seen := observed{served: sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol)}
 	pub := r.publication(context.Background(), xb, resolved{results: results}, seen)
 	svc := desiredService(xb, ipFamilies(pub.families, pub.endpoints))
-	plan := endpointslices.Compute(endpointslices.Input{
-		Template: endpointslices.Template{
-			Namespace:   xb.Namespace,
-			ServiceName: svc.Name,
-			Labels:      sliceLabels(xb, svc.Name),
-			Owner:       ownerRef(svc, corev1.SchemeGroupVersion.WithKind("Service")),
-		},
-		Desired:              desired.ZoneHints(desired.Groups(pub.endpoints), xb.Spec.Service.TrafficDistribution, xb.Spec.Service.Annotations),
-		MaxEndpointsPerSlice: int(r.maxPerSlice(xb)),
-	})
+	plan := endpointslices.Compute(r.planInput(xb, svc, pub))
 	return svc, plan.Create, pub.dropped, nil
 }

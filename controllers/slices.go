@@ -28,11 +28,11 @@ func sliceLabels(xb *v1alpha1.ExternalBackend, service string) map[string]string
 	return l
 }
 
-// syncSlices plans the fewest slice writes and makes them: creates first,
-// then updates, then deletes, so that an endpoint moving between slices is
-// never missing from all of them. It returns how many slices are ours after.
-func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBackend, svc *corev1.Service, pub publication, seen observed) (int32, error) {
-	in := endpointslices.Input{
+// planInput is what the slice planner is given for xb's Service svc and
+// publication pub, before the slices already there: the one input that the
+// controller (syncSlices) and Render both plan from.
+func (r *Reconciler) planInput(xb *v1alpha1.ExternalBackend, svc *corev1.Service, pub publication) endpointslices.Input {
+	return endpointslices.Input{
 		Template: endpointslices.Template{
 			Namespace:   xb.Namespace,
 			ServiceName: svc.Name,
@@ -41,10 +41,16 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 			Annotate:    desired.DrainAnnotator(pub.draining),
 		},
 		Desired:              desired.ZoneHints(desired.Groups(pub.endpoints), xb.Spec.Service.TrafficDistribution, xb.Spec.Service.Annotations),
-		Existing:             onlyOwned(seen.slices, svc),
-		TakenNames:           seen.taken,
 		MaxEndpointsPerSlice: int(r.maxPerSlice(xb)),
 	}
+}
+
+// syncSlices plans the fewest slice writes and makes them: creates first,
+// then updates, then deletes, so that an endpoint moving between slices is
+// never missing from all of them. It returns how many slices are ours after.
+func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBackend, svc *corev1.Service, pub publication, seen observed) (int32, error) {
+	in := r.planInput(xb, svc, pub)
+	in.Existing, in.TakenNames = onlyOwned(seen.slices, svc), seen.taken
 	plan := endpointslices.Compute(in)
 	if plan.Places(in.Existing) {
 		// A cache that misses a slice another writer (or our own last pass)
