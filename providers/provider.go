@@ -68,6 +68,61 @@ type Request struct {
 	Source v1alpha1.Source
 	// AddressTypes are the families the spec publishes.
 	AddressTypes []v1alpha1.AddressType
+	// Connection is the BackendProvider the source names in providerRef,
+	// read and admitted by the controller; nil for a source without one,
+	// which the provider serves with the connection of the controller's
+	// own flags.
+	Connection *Connection
+}
+
+// Connection is one BackendProvider as a provider uses it: where to
+// connect and with what, the Secrets already read. The controller builds
+// it afresh for each request, so a changed provider or a rotated Secret
+// applies from the next request on.
+type Connection struct {
+	// Name is the BackendProvider's name. Providers keep clients and
+	// shared watches per Key, so that two providers never share an answer.
+	Name string
+	// Key changes whenever anything that changes what the connection can
+	// reach changes (the spec, the CA): a provider makes new clients for a
+	// new key. A rotated token keeps the key: clients ask Token per query.
+	Key string
+	// Exactly one of these is set, of the source's kind.
+	Consul *ConsulConnection
+	AWS    *AWSConnection
+	DNS    *DNSConnection
+}
+
+// ConsulConnection is a Consul cluster's HTTP API.
+type ConsulConnection struct {
+	// Address is host:port, or a URL whose https:// scheme turns TLS on.
+	Address string
+	// CAPEM verifies the agent's certificate; setting it implies https.
+	CAPEM []byte
+	// ServerName is verified in the agent's certificate; implies https.
+	ServerName string
+	// Datacenter is queried where the source names none.
+	Datacenter string
+	// Token returns the current ACL token ("" for none). It is asked
+	// before every query, so a rotated Secret applies without a restart.
+	Token func() (string, error)
+}
+
+// AWSConnection is an AWS account and region.
+type AWSConnection struct {
+	Region string
+	// AssumeRoleARN is assumed through STS; empty reads as the controller.
+	AssumeRoleARN string
+	// EndpointURL replaces the RDS, EC2 and STS endpoints when set.
+	EndpointURL string
+	// ConsentTag, when set, publishes only instances and clusters whose tag
+	// of this key lists the request's namespace (comma-separated).
+	ConsentTag string
+}
+
+// DNSConnection is a set of DNS resolvers, host:port.
+type DNSConnection struct {
+	Resolvers []string
 }
 
 // Result is what a provider found.
