@@ -32,6 +32,10 @@ type Config struct {
 	DeniedPrefixes []netip.Prefix
 	// DeniedNames are DNS names no FQDN endpoint may have ("*.x" for all under x).
 	DeniedNames []string
+	// ClusterDomain is the cluster's DNS domain (kubelet's --cluster-domain,
+	// "cluster.local" by default): no FQDN endpoint may be in it or end in
+	// .svc or .pod, which would point a Service back into the cluster.
+	ClusterDomain string
 	// ResolveTimeout bounds one provider call.
 	ResolveTimeout time.Duration
 	// ReconcileTimeout bounds one whole reconcile: the sources (resolved at

@@ -135,6 +135,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		AddressTypes:   xb.Spec.AddressTypes,
 		DeniedPrefixes: r.Config.DeniedPrefixes,
 		DeniedNames:    r.Config.DeniedNames,
+		ClusterDomain:  r.Config.ClusterDomain,
 		Ports:          xb.Spec.Service.Ports,
 	})
 	served := func(t discoveryv1.AddressType) bool { return seen.served.Has(corev1.IPFamily(t)) }

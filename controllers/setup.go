@@ -178,5 +178,6 @@ func stopProviders(reg *providers.Registry, waker *ChannelWaker) manager.Runnabl
 // withDefaults fills the settings a caller may leave zero.
 func withDefaults(c Config) Config {
 	c.ReconcileTimeout = cmp.Or(c.ReconcileTimeout, DefaultReconcileTimeout)
+	c.ClusterDomain = cmp.Or(c.ClusterDomain, "cluster.local")
 	return c
 }

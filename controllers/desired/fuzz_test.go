@@ -2,6 +2,7 @@ package desired
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"reflect"
@@ -36,8 +37,8 @@ import (
 //
 // The fuzz arguments are: eps, one endpoint a line as address|hostname|zone;
 // cidrs and names, comma-separated --denied-cidrs and --denied-names; ctl,
-// the policy's address types and port (ctl[0]), the sources' states (ctl[1])
-// and each endpoint's health, source and port (ctl[2:]).
+// the policy's address types, port and cluster domain (ctl[0]), the sources'
+// states (ctl[1]) and each endpoint's health, source and port (ctl[2:]).
 func FuzzNormalize(f *testing.F) {
 	const (
 		v4v6 = 0b011 // ctl[0]: IPv4 and IPv6
@@ -82,6 +83,10 @@ func normalizeScenario(eps, cidrs, names string, ctl []byte) ([]SourceResult, Po
 	if at(0)&0b1000 != 0 {
 		pol.Ports[0].TargetPort = ptr.To[int32](6432)
 	}
+	// The default cluster domain, or another one spelled as an operator might.
+	if at(0)&0b10000 != 0 {
+		pol.ClusterDomain = "Corp.Example."
+	}
 	for c := range strings.SplitSeq(cidrs, ",") {
 		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil {
 			pol.DeniedPrefixes = append(pol.DeniedPrefixes, p.Masked())
@@ -122,10 +127,12 @@ func normalizeScenario(eps, cidrs, names string, ctl []byte) ([]SourceResult, Po
 // strict check), of the slice's family, never IPv4-mapped, zone-scoped,
 // unspecified, loopback, link-local or multicast (judged with the net.IP
 // methods the server uses, not the netip ones Normalize uses), nor inside a
-// denied prefix in either spelling of an IPv4 address; a name that is a
-// fully qualified domain name as the server checks it, lower-case, without
-// the trailing dot, not denied; a hostname that is empty or a DNS-1123 label;
-// and no address twice.
+// denied prefix in either spelling of an IPv4 address, and embedding no IPv4
+// address (NAT64, SIIT, IPv4-compatible, 6to4) that is any of these; a name
+// that is a fully qualified domain name as the server checks it, lower-case,
+// without the trailing dot, not denied, not ending in a numeric label, not
+// in the cluster's DNS domain nor ending in .svc or .pod; a hostname that is
+// empty or a DNS-1123 label; and no address twice.
 func checkPublishable(t *testing.T, pol Policy, out []Endpoint) {
 	t.Helper()
 	seen := map[string]bool{}
@@ -164,16 +171,54 @@ func checkIP(t *testing.T, pol Policy, e Endpoint) {
 	if ip.Is4In6() || ip.Zone() != "" || ip.Is4() != (e.AddressType == discoveryv1.AddressTypeIPv4) {
 		t.Errorf("%q published as %s", e.Address, e.AddressType)
 	}
-	nip := net.ParseIP(e.Address)
+	checkAllowedIP(t, pol, e.Address, ip)
+	for _, v4 := range embeddedReadings(ip) {
+		checkAllowedIP(t, pol, fmt.Sprintf("%s (embedding %s)", e.Address, v4), v4)
+	}
+}
+
+// checkAllowedIP checks that ip is neither one the API server rejects nor
+// inside a denied prefix; what names it in errors.
+func checkAllowedIP(t *testing.T, pol Policy, what string, ip netip.Addr) {
+	t.Helper()
+	nip := net.IP(ip.AsSlice())
 	if nip.IsUnspecified() || nip.IsLoopback() || nip.IsLinkLocalUnicast() || nip.IsLinkLocalMulticast() || nip.IsMulticast() {
-		t.Errorf("%q is unspecified, loopback, link-local or multicast", e.Address)
+		t.Errorf("%s is unspecified, loopback, link-local or multicast", what)
 	}
 	mapped := netip.MustParsePrefix("::ffff:0:0/96")
 	for _, p := range pol.DeniedPrefixes {
 		if p.Contains(ip) || (mapped.Overlaps(p) && p.Bits() >= mapped.Bits() && p.Contains(netip.AddrFrom16(ip.As16()))) {
-			t.Errorf("%q is inside the denied %s", e.Address, p)
+			t.Errorf("%s is inside the denied %s", what, p)
 		}
 	}
+}
+
+// embeddedReadings reads the IPv4 addresses in an IPv6 one, written apart
+// from EmbeddedIPv4s from the RFCs' prefixes and bit positions: the last 32
+// bits in 64:ff9b::/96, ::ffff:0:0:0/96 and ::/96 (but :: and ::1); in
+// 64:ff9b:1::/48 the last 32 bits and bits 48-63 and 72-87, a zero reading
+// being the padding of the other unless both are; bits 16-47 in 2002::/16.
+func embeddedReadings(ip netip.Addr) []netip.Addr {
+	b := ip.As16()
+	read := func(i, j, k, l int) netip.Addr { return netip.AddrFrom4([4]byte{b[i], b[j], b[k], b[l]}) }
+	in := func(p string) bool { return ip.Is6() && netip.MustParsePrefix(p).Contains(ip.WithZone("")) }
+	last := read(12, 13, 14, 15)
+	switch {
+	case in("64:ff9b::/96"), in("::ffff:0:0:0/96"), in("::/96") && ip.WithZone("").Compare(netip.IPv6Loopback()) > 0:
+		return []netip.Addr{last}
+	case in("64:ff9b:1::/48"):
+		at48 := read(6, 7, 9, 10)
+		if at48 == netip.IPv4Unspecified() {
+			return []netip.Addr{last}
+		}
+		if last == netip.IPv4Unspecified() {
+			return []netip.Addr{at48}
+		}
+		return []netip.Addr{last, at48}
+	case in("2002::/16"):
+		return []netip.Addr{read(2, 3, 4, 5)}
+	}
+	return nil
 }
 
 func checkName(t *testing.T, pol Policy, name string) {
@@ -188,10 +233,23 @@ func checkName(t *testing.T, pol Policy, name string) {
 		t.Errorf("FQDN %q is not lower-case without the trailing dot", name)
 	}
 	for _, d := range pol.DeniedNames {
-		d = strings.TrimSuffix(strings.ToLower(d), ".")
+		d = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(d)), ".")
 		if name == d || (strings.HasPrefix(d, "*.") && strings.HasSuffix(name, d[1:])) {
 			t.Errorf("FQDN %q is denied by %q", name, d)
 		}
+	}
+	labels := strings.Split(name, ".")
+	last := labels[len(labels)-1]
+	hex := strings.TrimPrefix(last, "0x")
+	if strings.Trim(last, "0123456789") == "" || (hex != last && strings.Trim(hex, "0123456789abcdef") == "") {
+		t.Errorf("FQDN %q ends in a numeric label, read as an IPv4 address", name)
+	}
+	domain := "cluster.local"
+	if pol.ClusterDomain != "" {
+		domain = strings.TrimSuffix(strings.ToLower(pol.ClusterDomain), ".")
+	}
+	if name == domain || strings.HasSuffix(name, "."+domain) || last == "svc" || last == "pod" {
+		t.Errorf("FQDN %q points into the cluster's DNS domain %s", name, domain)
 	}
 }
 

@@ -37,8 +37,13 @@ type Policy struct {
 	// Pod and Service ranges where the operator lists them.
 	DeniedPrefixes []netip.Prefix
 	// DeniedNames are DNS names no FQDN endpoint may have; an entry "*.x"
-	// denies every name under x.
+	// denies every name under x. Case, spaces around an entry and its
+	// trailing dot do not matter.
 	DeniedNames []string
+	// ClusterDomain is the cluster's DNS domain (kubelet's --cluster-domain);
+	// empty means DefaultClusterDomain. No FQDN endpoint may be in it, nor
+	// end in .svc or .pod, which Pods' DNS search paths complete into it.
+	ClusterDomain string
 	// Ports are the Service's ports; each endpoint is reached on their targetPorts.
 	Ports []v1alpha1.ServicePort
 }
@@ -49,7 +54,11 @@ type Dropped = v1alpha1.DroppedAddress
 // Normalize merges the endpoints of the sources that answered: canonical
 // addresses, classified by family, de-duplicated by address (the first source
 // in spec order wins, keeping the health it gave), and filtered by policy.
-// Addresses that cannot or must not be published are returned as dropped.
+// Addresses that cannot or must not be published are returned as dropped:
+// IPs the API server rejects or the policy denies, also when an IPv6 address
+// embeds such an IPv4 one (see EmbeddedIPv4s); names that read as IPv4
+// addresses (see NumericName), that are not valid DNS names, that the policy
+// denies or that point back into the cluster's DNS domain.
 func Normalize(results []SourceResult, pol Policy) ([]Endpoint, []Dropped) {
 	want := map[discoveryv1.AddressType]bool{}
 	for _, t := range pol.AddressTypes {
@@ -99,7 +108,7 @@ func normalizeOne(pe providers.Endpoint, want map[discoveryv1.AddressType]bool, 
 		// sign into k) and publish a name the source never gave; left as
 		// they are, they fail the DNS name check below.
 		name := strings.TrimSuffix(strings.Map(asciiLower, pe.Address), ".")
-		if reason := invalidName(name, pol.DeniedNames); reason != "" {
+		if reason := invalidName(name, pol); reason != "" {
 			return e, reason
 		}
 		e.Address = name
@@ -147,16 +156,26 @@ func unsafeIP(a netip.Addr, denied []netip.Prefix) string {
 			return fmt.Sprintf("address is inside %s, denied by the controller's --denied-cidrs (cloud metadata or cluster networks)", p)
 		}
 	}
+	// An IPv6 address that a NAT64 gateway, a SIIT translator, a tunnel or
+	// the host's stack turns into IPv4 traffic is judged as that IPv4 address
+	// too, in every reading: 64:ff9b::a9fe:a9fe reaches 169.254.169.254. It
+	// is published as the IPv6 address it is.
+	for _, e := range EmbeddedIPv4s(a) {
+		if reason := unsafeIP(e.IPv4, denied); reason != "" {
+			return fmt.Sprintf("embeds IPv4 %s (%s), which is denied: %s", e.IPv4, e.Form, reason)
+		}
+	}
 	return ""
 }
 
-// invalidName names why a DNS name cannot be an FQDN endpoint.
-func invalidName(name string, denied []string) string {
+// invalidName names why a DNS name, in ASCII lower case without its
+// trailing dot, cannot be an FQDN endpoint.
+func invalidName(name string, pol Policy) string {
 	if name == "" {
 		return "empty address"
 	}
-	if strings.Trim(name, "0123456789.") == "" {
-		return "looks like an IPv4 address but is not a valid one"
+	if NumericName(name) {
+		return numericNameReason(name)
 	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return "neither an IP address nor a valid DNS name: " + strings.Join(errs, "; ")
@@ -172,14 +191,15 @@ func invalidName(name string, denied []string) string {
 	if !strings.Contains(name, ".") {
 		return "a DNS name needs at least two labels (for example db.example.com)"
 	}
-	for _, d := range denied {
-		// Operators write names as they like: Metadata.Google.Internal.
-		d = strings.TrimSuffix(strings.ToLower(d), ".")
+	for _, d := range pol.DeniedNames {
+		// Operators write names as they like: Metadata.Google.Internal.,
+		// or " metadata.goog" after a comma in the flag.
+		d = strings.TrimRight(strings.ToLower(strings.TrimSpace(d)), ".")
 		if name == d || (strings.HasPrefix(d, "*.") && strings.HasSuffix(name, d[1:])) {
 			return fmt.Sprintf("name matches %q, denied by the controller's --denied-names (cloud metadata or cluster names)", d)
 		}
 	}
-	return ""
+	return clusterName(name, pol.ClusterDomain)
 }
 
 // endpointPorts are the EndpointSlice ports for the Service's ports. A

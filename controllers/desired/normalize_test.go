@@ -51,6 +51,7 @@ func TestNormalize(t *testing.T) {
 		types   []v1alpha1.AddressType
 		prefix  []netip.Prefix
 		names   []string
+		domain  string
 		want    []pub
 		dropped []drop
 	}{
@@ -123,6 +124,148 @@ func TestNormalize(t *testing.T) {
 				{"s", "100.100.100.200", []string{"100.100.100.200/32", "--denied-cidrs"}},
 				{"s", "::ffff:100.100.100.200", []string{"100.100.100.200/32"}},
 				{"s", "fd00:ec2::254", []string{"fd00:ec2::254/128"}},
+			},
+		},
+		{
+			// The deny check reads the IPv4 address inside NAT64, SIIT,
+			// IPv4-compatible and 6to4 addresses: a gateway or tunnel
+			// takes traffic for them to that IPv4 address.
+			name: "IPv6 embedding a denied IPv4 address dropped naming it",
+			results: one(up("64:ff9b::6464:64c8"), up("64:FF9B::100.100.100.200"), up("64:ff9b:1::6464:64c8"),
+				up("::ffff:0:6464:64c8"), up("::100.100.100.200"), up("2002:6464:64c8::1"), up("64:ff9b::a0a:a0a")),
+			prefix: []netip.Prefix{alibaba, ec2v6, netip.MustParsePrefix("10.0.0.0/8")},
+			dropped: []drop{
+				{"s", "64:ff9b::6464:64c8", []string{"embeds IPv4 100.100.100.200 (NAT64 64:ff9b::/96), which is denied: address is inside 100.100.100.200/32"}},
+				{"s", "64:FF9B::100.100.100.200", []string{"embeds IPv4 100.100.100.200 (NAT64 64:ff9b::/96)"}},
+				{"s", "64:ff9b:1::6464:64c8", []string{"embeds IPv4 100.100.100.200 (NAT64 local-use 64:ff9b:1::/48 (last 32 bits))"}},
+				{"s", "::ffff:0:6464:64c8", []string{"embeds IPv4 100.100.100.200 (IPv4-translated ::ffff:0:0:0/96)"}},
+				{"s", "::100.100.100.200", []string{"embeds IPv4 100.100.100.200 (IPv4-compatible ::/96)"}},
+				{"s", "2002:6464:64c8::1", []string{"embeds IPv4 100.100.100.200 (6to4 2002::/16)"}},
+				{"s", "64:ff9b::a0a:a0a", []string{"embeds IPv4 10.10.10.10", "inside 10.0.0.0/8"}},
+			},
+		},
+		{
+			// 64:ff9b:1::/48 is read both ways: as a /96 inside the /48,
+			// and at RFC 6052's /48 position around the u octet.
+			name: "NAT64 local-use denied in either reading",
+			results: one(up("64:ff9b:1:6464:64:c800::"), up("64:ff9b:1:6464:64:c800:c000:201"), up("64:ff9b:1:c000:2:100:6464:64c8"),
+				up("64:ff9b:1:a9fe:a9:fe00::1"), up("64:ff9b:1:c000:2:100:c000:202")),
+			prefix: []netip.Prefix{alibaba},
+			want:   []pub{{"IPv6", "64:ff9b:1:c000:2:100:c000:202"}},
+			dropped: []drop{
+				{"s", "64:ff9b:1:6464:64:c800::", []string{"100.100.100.200 (NAT64 local-use 64:ff9b:1::/48 (RFC 6052 /48 position))"}},
+				{"s", "64:ff9b:1:6464:64:c800:c000:201", []string{"100.100.100.200 (NAT64 local-use 64:ff9b:1::/48 (RFC 6052 /48 position))"}},
+				{"s", "64:ff9b:1:c000:2:100:6464:64c8", []string{"100.100.100.200 (NAT64 local-use 64:ff9b:1::/48 (last 32 bits))"}},
+				{"s", "64:ff9b:1:a9fe:a9:fe00::1", []string{"169.254.169.254 (NAT64 local-use 64:ff9b:1::/48 (RFC 6052 /48 position))", "link-local"}},
+			},
+		},
+		{
+			// The API server rejects these IPv4 addresses but not the IPv6
+			// ones that reach them: the metadata service, the node itself.
+			name: "IPv6 embedding what the API server rejects dropped naming it",
+			results: one(up("64:ff9b::a9fe:a9fe"), up("64:ff9b::127.0.0.1"), up("64:ff9b::"), up("::ffff:0:169.254.169.254"),
+				up("::127.0.0.1"), up("2002:a9fe:a9fe::"), up("2002:7f00:1::1"), up("64:ff9b::e000:fb")),
+			dropped: []drop{
+				{"s", "64:ff9b::a9fe:a9fe", []string{"embeds IPv4 169.254.169.254 (NAT64 64:ff9b::/96), which is denied: link-local"}},
+				{"s", "64:ff9b::127.0.0.1", []string{"embeds IPv4 127.0.0.1 (NAT64 64:ff9b::/96), which is denied: loopback"}},
+				{"s", "64:ff9b::", []string{"embeds IPv4 0.0.0.0 (NAT64 64:ff9b::/96), which is denied: unspecified"}},
+				{"s", "::ffff:0:169.254.169.254", []string{"embeds IPv4 169.254.169.254 (IPv4-translated ::ffff:0:0:0/96)", "link-local"}},
+				{"s", "::127.0.0.1", []string{"embeds IPv4 127.0.0.1 (IPv4-compatible ::/96)", "loopback"}},
+				{"s", "2002:a9fe:a9fe::", []string{"embeds IPv4 169.254.169.254 (6to4 2002::/16)", "link-local"}},
+				{"s", "2002:7f00:1::1", []string{"embeds IPv4 127.0.0.1 (6to4 2002::/16)", "loopback"}},
+				{"s", "64:ff9b::e000:fb", []string{"embeds IPv4 224.0.0.251", "link-local"}},
+			},
+		},
+		{
+			// Allowed, they stay the IPv6 addresses the source gave.
+			name: "IPv6 embedding an allowed IPv4 address published as IPv6",
+			results: one(up("64:ff9b::192.0.2.1"), up("64:ff9b:1::c000:202"), up("::ffff:0:192.0.2.3"), up("::192.0.2.4"),
+				up("2002:c000:205::1"), up("2001:db8::6464:64c8")),
+			prefix: []netip.Prefix{alibaba},
+			want: []pub{{"IPv6", "64:ff9b::c000:201"}, {"IPv6", "64:ff9b:1::c000:202"}, {"IPv6", "::ffff:0:c000:203"},
+				{"IPv6", "::c000:204"}, {"IPv6", "2002:c000:205::1"}, {"IPv6", "2001:db8::6464:64c8"}},
+		},
+		{
+			name:    "IPv4-embedding IPv6 judged by an IPv4-mapped denied prefix",
+			results: one(up("64:ff9b::6464:64c8"), up("64:ff9b::6464:64c9")),
+			prefix:  []netip.Prefix{netip.MustParsePrefix("::ffff:100.100.100.200/128")},
+			want:    []pub{{"IPv6", "64:ff9b::6464:64c9"}},
+			dropped: []drop{{"s", "64:ff9b::6464:64c8", []string{"embeds IPv4 100.100.100.200", "::ffff:100.100.100.200/128"}}},
+		},
+		{
+			// libc and URL parsers read these as 100.100.100.200; DNS
+			// would never be asked, and --denied-cidrs never sees them.
+			name: "numeric names dropped naming the IPv4 address they read as",
+			results: one(up("0x64.0x64.0x64.0xc8"), up("1684301000"), up("100.100.100.200."), up("0144.0144.0144.0310"),
+				up("100.0x64.100.200"), up("0X64.0X64.0X64.0XC8"), up("100.100.25800"), up("0xa9fea9fe"), up("169.254.0xa9fe")),
+			types:  all,
+			prefix: []netip.Prefix{alibaba},
+			dropped: []drop{
+				{"s", "0x64.0x64.0x64.0xc8", []string{"IPv4 address 100.100.100.200", "give the IP address"}},
+				{"s", "1684301000", []string{"IPv4 address 100.100.100.200"}},
+				{"s", "100.100.100.200.", []string{"IPv4 address 100.100.100.200"}},
+				{"s", "0144.0144.0144.0310", []string{"IPv4 address 100.100.100.200"}},
+				{"s", "100.0x64.100.200", []string{"IPv4 address 100.100.100.200"}},
+				{"s", "0X64.0X64.0X64.0XC8", []string{"IPv4 address 100.100.100.200"}},
+				{"s", "100.100.25800", []string{"IPv4 address 100.100.100.200"}},
+				{"s", "0xa9fea9fe", []string{"IPv4 address 169.254.169.254"}},
+				{"s", "169.254.0xa9fe", []string{"IPv4 address 169.254.169.254"}},
+			},
+		},
+		{
+			// A URL parser refuses a host ending in a number that is no
+			// address; no top-level domain is numeric.
+			name:    "names ending in a numeric label dropped",
+			results: one(up("db.example.123"), up("db.0x1f"), up("db.0x"), up("1.2.3.4.5"), up("1.2.3.256"), up("08.1.1.1"), up("4294967296")),
+			types:   all,
+			dropped: []drop{
+				{"s", "db.example.123", []string{"numeric label"}}, {"s", "db.0x1f", []string{"numeric label"}},
+				{"s", "db.0x", []string{"numeric label"}}, {"s", "1.2.3.4.5", []string{"numeric label"}},
+				{"s", "1.2.3.256", []string{"numeric label"}}, {"s", "08.1.1.1", []string{"numeric label"}},
+				{"s", "4294967296", []string{"numeric label"}},
+			},
+		},
+		{
+			name:    "names with numeric labels before the last published",
+			results: one(up("123.example.com"), up("0x64.example.com"), up("1e100.net"), up("100.100.100.200.example.com")),
+			types:   all,
+			prefix:  []netip.Prefix{alibaba},
+			want: []pub{{"FQDN", "123.example.com"}, {"FQDN", "0x64.example.com"}, {"FQDN", "1e100.net"},
+				{"FQDN", "100.100.100.200.example.com"}},
+		},
+		{
+			name:    "a numeric name is refused as such, whatever the address types",
+			results: one(up("0x64.0x64.0x64.0xc8")),
+			dropped: []drop{{"s", "0x64.0x64.0x64.0xc8", []string{"IPv4 address 100.100.100.200"}}},
+		},
+		{
+			name: "names in the cluster's DNS domain dropped",
+			results: one(up("kubernetes.default.svc.cluster.local"), up("cluster.local"), up("CLUSTER.Local."),
+				up("db.payments.svc"), up("kubernetes.default.svc."), up("payments.svc"), up("169-254-169-254.default.pod"),
+				up("cluster.local.example.com"), up("notcluster.local"), up("svc.example.com"), up("db.svc-a.com"), up("pod.example.com")),
+			types: all,
+			want: []pub{{"FQDN", "cluster.local.example.com"}, {"FQDN", "notcluster.local"}, {"FQDN", "svc.example.com"},
+				{"FQDN", "db.svc-a.com"}, {"FQDN", "pod.example.com"}},
+			dropped: []drop{
+				{"s", "kubernetes.default.svc.cluster.local", []string{"is in the cluster's DNS domain cluster.local: a Service must not point back into the cluster"}},
+				{"s", "cluster.local", []string{"cluster's DNS domain cluster.local"}},
+				{"s", "CLUSTER.Local.", []string{"cluster's DNS domain cluster.local"}},
+				{"s", "db.payments.svc", []string{"ends in .svc", "db.payments.svc.cluster.local", "must not point back into the cluster"}},
+				{"s", "kubernetes.default.svc.", []string{"kubernetes.default.svc.cluster.local"}},
+				{"s", "payments.svc", []string{"payments.svc.cluster.local"}},
+				{"s", "169-254-169-254.default.pod", []string{"ends in .pod", "169-254-169-254.default.pod.cluster.local"}},
+			},
+		},
+		{
+			name:    "the configured cluster domain replaces cluster.local",
+			results: one(up("db.corp.example"), up("Corp.Example."), up("db.payments.svc"), up("db.cluster.local")),
+			types:   all,
+			domain:  " Corp.Example. ",
+			want:    []pub{{"FQDN", "db.cluster.local"}},
+			dropped: []drop{
+				{"s", "db.corp.example", []string{"cluster's DNS domain corp.example:"}},
+				{"s", "Corp.Example.", []string{"cluster's DNS domain corp.example:"}},
+				{"s", "db.payments.svc", []string{"db.payments.svc.corp.example"}},
 			},
 		},
 		{
@@ -212,7 +355,8 @@ func TestNormalize(t *testing.T) {
 			if types == nil {
 				types = dual
 			}
-			eps, dropped := Normalize(c.results, Policy{AddressTypes: types, DeniedPrefixes: c.prefix, DeniedNames: c.names, Ports: pgPort})
+			eps, dropped := Normalize(c.results, Policy{AddressTypes: types, DeniedPrefixes: c.prefix, DeniedNames: c.names,
+				ClusterDomain: c.domain, Ports: pgPort})
 			var got []pub
 			for _, e := range eps {
 				got = append(got, pub{e.AddressType, e.Address})
@@ -338,13 +482,26 @@ func TestNormalizeNoPortsNoEndpoints(t *testing.T) {
 	}
 }
 
-// DNS names compare without regard to case or a trailing dot: a denied
-// name written as the operator might write it still denies.
+// DNS names compare without regard to case or a trailing dot, on either
+// side: a denied name written as the operator might write it (with a space
+// after a comma in the flag too) still denies the name however the source
+// spells it.
 func TestNormalizeDeniedNamesIgnoreCaseAndTrailingDot(t *testing.T) {
-	for _, denied := range []string{"metadata.google.internal", "Metadata.Google.Internal", "metadata.google.internal.", "*.Google.Internal", "*.google.internal."} {
-		eps, dropped := Normalize(one(up("metadata.google.internal")), Policy{AddressTypes: all, DeniedNames: []string{denied}})
-		if len(eps) != 0 || len(dropped) != 1 {
-			t.Errorf("--denied-names=%s: metadata.google.internal published (%+v); want it denied", denied, eps)
+	denied := []string{"metadata.google.internal", "Metadata.Google.Internal", "metadata.google.internal.", "METADATA.GOOGLE.INTERNAL..",
+		" metadata.google.internal", "metadata.google.internal ", "*.Google.Internal", "*.google.internal.", " *.GOOGLE.internal. "}
+	given := []string{"metadata.google.internal", "Metadata.Google.Internal.", "METADATA.GOOGLE.INTERNAL"}
+	for _, d := range denied {
+		for _, name := range given {
+			eps, dropped := Normalize(one(up(name)), Policy{AddressTypes: all, DeniedNames: []string{"other.example.com", d}})
+			if len(eps) != 0 || len(dropped) != 1 || !strings.Contains(dropped[0].Reason, "--denied-names") {
+				t.Errorf("--denied-names=%q: %s published (%+v, dropped %+v); want it denied", d, name, eps, dropped)
+			}
+		}
+	}
+	// A wildcard denies the names under it, on a label boundary.
+	for _, name := range []string{"notgoogle.internal", "google.internal.example.com"} {
+		if eps, _ := Normalize(one(up(name)), Policy{AddressTypes: all, DeniedNames: []string{"*.google.internal"}}); len(eps) != 1 {
+			t.Errorf("%s denied by *.google.internal; want it published", name)
 		}
 	}
 }
