@@ -52,7 +52,7 @@ type renderOptions struct {
 // renderedFlags are the controller flags that change what is written; render
 // accepts the others too, so that a Deployment's arguments can be passed as
 // they are, but hides them from its help.
-var renderedFlags = []string{"max-endpoints-per-slice", "denied-cidrs", "denied-names"}
+var renderedFlags = []string{"max-endpoints-per-slice", "denied-cidrs", "denied-names", "cluster-domain"}
 
 // renderCommand is `backendslice render`: what the controller would write,
 // for review before a merge.
@@ -70,7 +70,8 @@ answers of other sources come from --snapshot, a YAML map of
 "namespace/name" to source name to endpoints, each as a static endpoint
 (address, zone, hostname, health) plus an optional port. Other documents in
 FILE are skipped. Pass the controller's --max-endpoints-per-slice,
---denied-cidrs and --denied-names if your deployment changes them.`,
+--denied-cidrs, --denied-names and --cluster-domain if your deployment
+changes them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Only the settings are read: render calls no provider, so it
