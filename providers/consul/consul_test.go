@@ -188,6 +188,25 @@ func failing(text string) func(providers.Result, error) error {
 	}
 }
 
+// refused accepts a terminal AccessDenied failure whose message contains
+// every text.
+func refused(texts ...string) func(providers.Result, error) error {
+	return func(res providers.Result, err error) error {
+		switch {
+		case err == nil:
+			return fmt.Errorf("resolved %+v, want Consul to refuse the token", res.Endpoints)
+		case !providers.IsTerminal(err) || providers.AsError(err).Reason != v1alpha1.ReasonAccessDenied:
+			return fmt.Errorf("failure %+v, want a terminal %s: %w", *providers.AsError(err), v1alpha1.ReasonAccessDenied, err)
+		}
+		for _, text := range texts {
+			if !strings.Contains(err.Error(), text) {
+				return fmt.Errorf("failure does not say %q: %w", text, err)
+			}
+		}
+		return nil
+	}
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -289,6 +308,13 @@ func TestConformance(t *testing.T) {
 					Name:    "no service",
 					Request: providertest.NewRequest(v1alpha1.Source{Name: "empty", Consul: &v1alpha1.ConsulSource{}}),
 					Failure: providertest.Failure{Terminal: true, Reason: v1alpha1.ReasonInvalidSpec, MessageContains: []string{"spec.sources[empty].consul.service"}},
+				},
+				{
+					// It would be a path of the agent's API, asked with the controller's token.
+					Name:    "service name climbing out of the health path",
+					Request: providertest.NewRequest(v1alpha1.Source{Name: "climb", Consul: &v1alpha1.ConsulSource{Service: "../../agent/self"}}),
+					Failure: providertest.Failure{Terminal: true, Reason: v1alpha1.ReasonInvalidSpec,
+						MessageContains: []string{"spec.sources[climb].consul.service", "is not a Consul service name"}},
 				},
 				{
 					// Consul CE refuses namespaces: the spec is wrong for this Consul.
@@ -522,7 +548,7 @@ func TestTokenFileIsReadAgainWhenItChanges(t *testing.T) {
 	w := newWakes()
 	p := newProvider(t, w, consul.Options{Address: a.Addr, TokenFile: file})
 	req := request("secret", "consul", v1alpha1.ConsulSource{Service: "secret"})
-	resolveUntil(t, p, w, req, failing("ACL not found"))
+	resolveUntil(t, p, w, req, refused("ACL not found", "--consul-* flags"))
 
 	// A rotated token is picked up by the next query, without a restart.
 	must(t, os.WriteFile(file, []byte(token+"\n"), 0o600))

@@ -24,9 +24,11 @@ import (
 const queryGrace = 15 * time.Second
 
 // watchKey identifies a shared watch: everything that changes what Consul
-// answers. How instances are mapped to endpoints (onlyPassing, zoneMetaKey)
-// is applied per source on the shared answer, so it is not part of the key.
+// answers, the connection asked first. How instances are mapped to
+// endpoints (onlyPassing, zoneMetaKey) is applied per source on the shared
+// answer, so it is not part of the key.
 type watchKey struct {
+	conn                                      connID
 	datacenter, service, namespace, partition string
 	// tags and nodeMeta are canonical encodings: sorted, de-duplicated.
 	tags, nodeMeta string
@@ -39,18 +41,20 @@ type query struct {
 	opts    api.QueryOptions
 }
 
-// keyOf returns the watch key of a source and the query that watch runs.
-// The source is not changed: tags are copied before sorting.
-func keyOf(src *v1alpha1.ConsulSource) (watchKey, query) {
+// keyOf returns the watch key of a source read through connection conn in
+// datacenter (the source's, else the connection's) and the query that watch
+// runs. The source is not changed: tags are copied before sorting.
+func keyOf(conn connID, datacenter string, src *v1alpha1.ConsulSource) (watchKey, query) {
 	tags := slices.Compact(slices.Sorted(slices.Values(src.Tags)))
 	q := query{service: src.Service, tags: tags, opts: api.QueryOptions{
-		Datacenter: src.Datacenter,
+		Datacenter: datacenter,
 		Namespace:  src.Namespace,
 		Partition:  src.Partition,
 		NodeMeta:   maps.Clone(src.NodeMeta),
 	}}
 	return watchKey{
-		datacenter: src.Datacenter,
+		conn:       conn,
+		datacenter: datacenter,
 		service:    src.Service,
 		namespace:  src.Namespace,
 		partition:  src.Partition,
@@ -84,11 +88,13 @@ type interest struct {
 }
 
 // watch is one blocking-query loop shared by every source with its key.
-// Its fields other than key, query, cancel and answered are guarded by the
-// provider's mutex.
+// Its fields other than key, query, conn, cancel and answered are guarded by
+// the provider's mutex.
 type watch struct {
-	key    watchKey
-	query  query
+	key   watchKey
+	query query
+	// conn is the connection queried through.
+	conn   *conn
 	cancel context.CancelFunc
 	// answered is closed when the first answer (or failure) is in.
 	answered chan struct{}
@@ -142,7 +148,7 @@ func (p *Provider) run(ctx context.Context, w *watch) {
 		if limiter.Wait(ctx) != nil {
 			return
 		}
-		ins, got, err := p.query(ctx, w.query, index)
+		ins, got, err := p.query(ctx, w, index)
 		if ctx.Err() != nil {
 			return
 		}
@@ -163,21 +169,26 @@ func (p *Provider) run(ctx context.Context, w *watch) {
 	}
 }
 
-// query runs one blocking query and returns the instances and Consul's index.
-func (p *Provider) query(ctx context.Context, q query, index uint64) ([]instance, uint64, error) {
-	opts := q.opts
+// query runs one blocking query of w and returns the instances and
+// Consul's index. The token is read for every query, so that a rotated one
+// is used from the next query on.
+func (p *Provider) query(ctx context.Context, w *watch, index uint64) ([]instance, uint64, error) {
+	opts := w.query.opts
 	opts.WaitIndex = index
 	opts.WaitTime = p.opts.WaitTime
-	if p.token != nil {
-		token, err := p.token.get()
+	p.mu.Lock()
+	token := w.conn.token
+	p.mu.Unlock()
+	if token != nil {
+		t, err := token()
 		if err != nil {
 			return nil, 0, err
 		}
-		opts.Token = token
+		opts.Token = t
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.WaitTime+p.opts.WaitTime/16+queryGrace)
 	defer cancel()
-	entries, meta, err := p.client.Health().ServiceMultipleTags(q.service, q.tags, false, opts.WithContext(ctx))
+	entries, meta, err := w.conn.client.Health().ServiceMultipleTags(w.query.service, w.query.tags, false, opts.WithContext(ctx))
 	if err != nil {
 		return nil, 0, err
 	}

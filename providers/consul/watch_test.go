@@ -1,6 +1,7 @@
 package consul
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -41,8 +42,13 @@ func TestRetryDelay(t *testing.T) {
 }
 
 func TestKeyOf(t *testing.T) {
+	// own is the key of a source through the controller's own connection.
+	own := func(s *v1alpha1.ConsulSource) watchKey {
+		k, _ := keyOf(connID{}, s.Datacenter, s)
+		return k
+	}
 	src := &v1alpha1.ConsulSource{Service: "web", Tags: []string{"b", "a", "b"}, NodeMeta: map[string]string{"rack": "r1", "dc": "x"}}
-	key, q := keyOf(src)
+	key, q := keyOf(connID{}, "", src)
 	if src.Tags[0] != "b" || len(src.Tags) != 3 {
 		t.Errorf("keyOf changed the source's tags: %v", src.Tags)
 	}
@@ -55,7 +61,7 @@ func TestKeyOf(t *testing.T) {
 		{Service: "web", Tags: []string{"b", "a"}, NodeMeta: map[string]string{"dc": "x", "rack": "r1"}, OnlyPassing: true, ZoneMetaKey: "zone"},
 	}
 	for _, s := range same {
-		if k, _ := keyOf(s); k != key {
+		if k := own(s); k != key {
 			t.Errorf("keyOf(%+v) = %+v, want the same key as %+v", s, k, src)
 		}
 	}
@@ -70,8 +76,49 @@ func TestKeyOf(t *testing.T) {
 		{Service: "web", Tags: src.Tags, NodeMeta: src.NodeMeta, Partition: "p"},
 	}
 	for _, s := range other {
-		if k, _ := keyOf(s); k == key {
+		if k := own(s); k == key {
 			t.Errorf("keyOf(%+v) is the key of %+v; want another", s, src)
+		}
+	}
+	// The same source through BackendProviders: never the key of another.
+	through := []connID{{"east", "v1"}, {"east", "v2"}, {"west", "v1"}}
+	seen := map[watchKey]connID{key: {}}
+	for _, c := range through {
+		k, _ := keyOf(c, "", src)
+		if other, dup := seen[k]; dup {
+			t.Errorf("the source through %+v has the key it has through %+v", c, other)
+		}
+		seen[k] = c
+	}
+	if _, q := keyOf(connID{"east", "v1"}, "dc-east", src); q.opts.Datacenter != "dc-east" {
+		t.Errorf("query datacenter = %q, want the one given, dc-east", q.opts.Datacenter)
+	}
+}
+
+func TestSafeService(t *testing.T) {
+	for _, name := range []string{"web", "db-primary", "web.v2", "api_gateway", "Payments"} {
+		if !safeService(name) {
+			t.Errorf("safeService(%q) = false, want true", name)
+		}
+	}
+	for _, name := range []string{"../agent/self", "a/b", "..", "db..x", "db?dc=x", "db#x", "db%2F", "db x", "db\tx", "db\n", "db\x00", "db\u200b"} {
+		if safeService(name) {
+			t.Errorf("safeService(%q) = true, want false", name)
+		}
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"ACL not found", "ACL not found"},
+		{"line one\nline\ttwo", "line one line two"},
+		{"\x1b[31mred\x1b[0m\x00", "[31mred[0m"},
+		{strings.Repeat("x", 300), strings.Repeat("x", 20) + "..."},
+		{strings.Repeat("é", 15), strings.Repeat("é", 10) + "..."},
+	}
+	for _, c := range cases {
+		if got := printable(c.in, 20); got != c.want {
+			t.Errorf("printable(%q, 20) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package consultest runs a real Consul agent for tests: bin/consul (built
 // from Go modules by `make consul`) in dev mode on 127.0.0.1, every port
 // moved to a free one, with helpers to register services with TTL checks and
-// to flip them.
+// to flip them, to make and revoke ACL tokens, and a proxy that counts the
+// requests reaching the agent.
 package consultest
 
 import (
@@ -33,6 +34,8 @@ const stopTimeout = 10 * time.Second
 type Config struct {
 	// Node is the agent's node name; "consul-test" when empty.
 	Node string
+	// Datacenter is the agent's datacenter; "dc1" when empty.
+	Datacenter string
 	// NodeMeta is the agent node's metadata.
 	NodeMeta map[string]string
 	// ACLToken, when set, turns ACLs on with a default policy of deny, this
@@ -59,8 +62,10 @@ type Agent struct {
 	// file of the CA that signed its certificate, when Config.TLS is set.
 	HTTPSAddr, CAFile string
 
-	bin  string
-	args []string
+	// aclToken is Config.ACLToken.
+	aclToken string
+	bin      string
+	args     []string
 	// dir holds the agent's log.
 	dir string
 	log string
@@ -112,11 +117,12 @@ func Start(cfg Config) (*Agent, error) {
 		https = ports[4]
 	}
 	a := &Agent{
-		Addr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		Node: cfg.Node,
-		bin:  bin,
-		dir:  dir,
-		log:  filepath.Join(dir, "consul.log"),
+		Addr:     fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		Node:     cfg.Node,
+		aclToken: cfg.ACLToken,
+		bin:      bin,
+		dir:      dir,
+		log:      filepath.Join(dir, "consul.log"),
 		args: []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1", "-node", cfg.Node,
 			"-hcl", fmt.Sprintf("ports { http = %d, serf_lan = %d, serf_wan = %d, server = %d, https = %d, dns = -1, grpc = -1, grpc_tls = -1 }",
 				ports[0], ports[1], ports[2], ports[3], https)},
@@ -128,6 +134,9 @@ func Start(cfg Config) (*Agent, error) {
 			return nil, errors.Join(err, os.RemoveAll(dir))
 		}
 		a.args = append(a.args, "-hcl", hcl)
+	}
+	if cfg.Datacenter != "" {
+		a.args = append(a.args, "-datacenter", cfg.Datacenter)
 	}
 	for _, k := range slices.Sorted(maps.Keys(cfg.NodeMeta)) {
 		a.args = append(a.args, "-node-meta", k+":"+cfg.NodeMeta[k])
