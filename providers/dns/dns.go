@@ -93,7 +93,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 // Provider resolves dns sources. It keeps no state between calls: each
 // Resolve asks the resolvers, which do the caching.
 type Provider struct {
-	resolvers    []string
+	// resolvers are the controller's own, asked for sources that name no
+	// BackendProvider.
+	resolvers    resolverSet
 	queryTimeout time.Duration
 	minRefresh   time.Duration
 	maxRefresh   time.Duration
@@ -116,10 +118,11 @@ func New(opts Options) (*Provider, error) {
 	case p.maxRefresh < p.minRefresh:
 		return nil, fmt.Errorf("--dns-max-refresh=%s: must not be shorter than --dns-min-refresh=%s", p.maxRefresh, p.minRefresh)
 	}
-	var err error
-	if p.resolvers, err = resolvers(opts); err != nil {
+	addrs, err := resolvers(opts)
+	if err != nil {
 		return nil, err
 	}
+	p.resolvers = resolverSet{addrs: addrs, from: "--dns-resolvers"}
 	p.udp = &mdns.Client{Net: "udp", Timeout: p.queryTimeout}
 	p.tcp = &mdns.Client{Net: "tcp", Timeout: p.queryTimeout}
 	return p, nil
@@ -165,6 +168,38 @@ func resolvers(opts Options) ([]string, error) {
 	return out, nil
 }
 
+// resolverSet is the resolvers one source is asked of, in order, as
+// host:port, and where they were configured, for messages.
+type resolverSet struct {
+	addrs []string
+	from  string
+}
+
+// resolversOf are the resolvers of a source: the BackendProvider's when the
+// request names one, else the controller's own.
+func (p *Provider) resolversOf(cc *providers.Connection) (resolverSet, error) {
+	if cc == nil {
+		return p.resolvers, nil
+	}
+	from := "BackendProvider " + cc.Name
+	switch {
+	case cc.DNS == nil:
+		return resolverSet{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec,
+			"%s is not a DNS connection; name a DNS BackendProvider in providerRef", from)
+	case len(cc.DNS.Resolvers) == 0:
+		return resolverSet{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "%s lists no DNS resolvers", from)
+	}
+	set := resolverSet{addrs: make([]string, 0, len(cc.DNS.Resolvers)), from: from}
+	for _, r := range cc.DNS.Resolvers {
+		addr, err := hostPort(r)
+		if err != nil {
+			return resolverSet{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "%s: resolver %q: %v", from, r, err)
+		}
+		set.addrs = append(set.addrs, addr)
+	}
+	return set, nil
+}
+
 // errNotHostPort says what a resolver address must look like.
 var errNotHostPort = errors.New("not host:port, such as 10.96.0.10:53 or [2001:db8::53]:53")
 
@@ -189,6 +224,8 @@ func (*Provider) Kind() providers.Kind { return providers.KindDNS }
 // Resolve looks up the source's name and returns one serving endpoint per
 // address of the families asked for, plus the name itself when FQDN is.
 // RefreshAfter is the answer's smallest TTL, clamped to the refresh bounds.
+// The name is asked of the resolvers of the BackendProvider the request
+// names, else of the controller's own.
 func (p *Provider) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
 	src := req.Source.DNS
 	if src == nil {
@@ -203,6 +240,10 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 			field, src.Name, strings.Join(errs, "; "))
 	}
 	lo, hi, err := p.refreshBounds(field, src)
+	if err != nil {
+		return providers.Result{}, err
+	}
+	servers, err := p.resolversOf(req.Connection)
 	if err != nil {
 		return providers.Result{}, err
 	}
@@ -229,7 +270,7 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 	errs := make([]error, len(qtypes))
 	var wg sync.WaitGroup
 	for i, qt := range qtypes {
-		wg.Go(func() { answers[i], errs[i] = p.lookup(ctx, mdns.Fqdn(name), qt) })
+		wg.Go(func() { answers[i], errs[i] = p.lookup(ctx, servers, mdns.Fqdn(name), qt) })
 	}
 	wg.Wait()
 	if err := failure(field, errs); err != nil {

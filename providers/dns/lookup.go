@@ -82,16 +82,17 @@ func describe(chain []string) string {
 	return fmt.Sprintf("%s (CNAME to %s)", names[0], strings.Join(names[1:], " -> "))
 }
 
-// lookup finds the addresses of type qtype (A or AAAA) of name, following
-// CNAME chains: within one answer, as recursive resolvers send them, and by
-// asking again for the chain's end when an answer stops at a CNAME, as
-// authoritative servers do for targets outside their zone.
-func (p *Provider) lookup(ctx context.Context, name string, qtype uint16) (answer, error) {
+// lookup finds the addresses of type qtype (A or AAAA) of name, asking
+// servers, following CNAME chains: within one answer, as recursive
+// resolvers send them, and by asking again for the chain's end when an
+// answer stops at a CNAME, as authoritative servers do for targets outside
+// their zone.
+func (p *Provider) lookup(ctx context.Context, servers resolverSet, name string, qtype uint16) (answer, error) {
 	var a answer
 	chain := []string{mdns.CanonicalName(name)}
 	for {
 		asked := chain[len(chain)-1]
-		resp, server, err := p.query(ctx, asked, qtype)
+		resp, server, err := p.query(ctx, servers, asked, qtype)
 		if err != nil {
 			return answer{}, fmt.Errorf("%s lookup of %s: %w", mdns.TypeToString[qtype], describe(chain), err)
 		}
@@ -193,13 +194,13 @@ func isReferral(m *mdns.Msg) bool {
 	return referral
 }
 
-// query asks the resolvers in turn until one answers NOERROR or NXDOMAIN,
-// and says which one did.
-func (p *Provider) query(ctx context.Context, name string, qtype uint16) (*mdns.Msg, string, error) {
+// query asks servers in turn until one answers NOERROR or NXDOMAIN, and
+// says which one did.
+func (p *Provider) query(ctx context.Context, servers resolverSet, name string, qtype uint16) (*mdns.Msg, string, error) {
 	m := new(mdns.Msg).SetQuestion(name, qtype)
 	m.SetEdns0(ednsSize, false)
-	failures := make([]string, 0, len(p.resolvers))
-	for _, server := range p.resolvers {
+	failures := make([]string, 0, len(servers.addrs))
+	for _, server := range servers.addrs {
 		resp, err := p.exchange(ctx, m, server)
 		if ctx.Err() != nil {
 			return nil, "", ctx.Err()
@@ -211,7 +212,7 @@ func (p *Provider) query(ctx context.Context, name string, qtype uint16) (*mdns.
 			failures = append(failures, fmt.Sprintf("%s answered %s", server, mdns.RcodeToString[resp.Rcode]))
 		case isReferral(resp):
 			failures = append(failures, fmt.Sprintf(
-				"%s sent a referral instead of an answer: --dns-resolvers must be recursive resolvers", server))
+				"%s sent a referral instead of an answer: %s must name recursive resolvers", server, servers.from))
 		default:
 			return resp, server, nil
 		}

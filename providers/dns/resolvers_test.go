@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/backendslice/backendslice/providers"
 )
 
 // TestResolvers checks where the resolvers come from: the flag, else the
@@ -35,5 +37,24 @@ func TestResolvers(t *testing.T) {
 				t.Errorf("resolvers = %v, %v; want %v", got, err, c.want)
 			}
 		})
+	}
+}
+
+// TestConnectionResolversAreCanonical checks that a BackendProvider's
+// resolvers are host:port, port 53 unless given, as the flag's are.
+func TestConnectionResolversAreCanonical(t *testing.T) {
+	p, err := New(Options{Resolvers: []string{"192.0.2.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.resolversOf(&providers.Connection{Name: "team", Key: "v1", DNS: &providers.DNSConnection{
+		Resolvers: []string{"198.51.100.53", "2001:db8::54", "[2001:db8::55]:5353", "dns.example.com"},
+	}})
+	want := []string{"198.51.100.53:53", "[2001:db8::54]:53", "[2001:db8::55]:5353", "dns.example.com:53"}
+	if err != nil || !slices.Equal(got.addrs, want) || got.from != "BackendProvider team" {
+		t.Errorf("resolversOf = %+v, %v; want %v from BackendProvider team", got, err, want)
+	}
+	if own, _ := p.resolversOf(nil); !slices.Equal(own.addrs, []string{"192.0.2.1:53"}) {
+		t.Errorf("resolversOf(nil) = %+v, want the flag's 192.0.2.1:53", own)
 	}
 }
