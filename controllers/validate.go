@@ -12,7 +12,10 @@ import (
 )
 
 // specRules are the checks admission cannot make: they depend on the
-// object's name or on values a CRD schema does not type (durations).
+// object's name or on values a CRD schema does not type (durations). The
+// negative drain period and the empty AWS selectors (emptySelectors) are
+// refused by admission too; they are checked here again for objects stored
+// before those rules existed, which the API server lets through unchanged.
 type specRules struct {
 	ServiceName string `validate:"dns1035"`
 	DrainPeriod int64  `validate:"gte=0"`
@@ -43,7 +46,7 @@ func validateSpec(v *validator.Validate, xb *v1alpha1.ExternalBackend) error {
 		rules.DrainPeriod = int64(xb.Spec.DrainPeriod.Duration)
 	}
 	var invalid validator.ValidationErrors
-	if err := v.Struct(rules); !errors.As(err, &invalid) {
+	if err := v.Struct(rules); err != nil && !errors.As(err, &invalid) {
 		return err
 	}
 	var msgs []string
@@ -57,5 +60,28 @@ func validateSpec(v *validator.Validate, xb *v1alpha1.ExternalBackend) error {
 			msgs = append(msgs, fmt.Sprintf("spec.drainPeriod: %s is negative; use 0s or more", xb.Spec.DrainPeriod.Duration))
 		}
 	}
+	msgs = append(msgs, emptySelectors(xb)...)
+	if len(msgs) == 0 {
+		return nil
+	}
 	return fmt.Errorf("%s", strings.Join(msgs, "; "))
+}
+
+// emptySelectors names the AWS sources that select nothing: the providers
+// read an empty selector as "no filter", every instance in the region.
+func emptySelectors(xb *v1alpha1.ExternalBackend) []string {
+	var msgs []string
+	for _, src := range xb.Spec.Sources {
+		switch {
+		case src.AWSEC2 != nil && len(src.AWSEC2.InstanceIDs) == 0 && len(src.AWSEC2.Tags) == 0:
+			msgs = append(msgs, fmt.Sprintf(
+				"spec.sources[%s].awsEC2: no instance IDs and no tags would select every instance in %s; list instance IDs or name at least one tag",
+				src.Name, src.AWSEC2.Region))
+		case src.AWSRDS != nil && src.AWSRDS.DBInstanceIdentifier == "" && src.AWSRDS.DBClusterIdentifier == "" && len(src.AWSRDS.Tags) == 0:
+			msgs = append(msgs, fmt.Sprintf(
+				"spec.sources[%s].awsRDS: no identifier and no tags would select every DB instance in %s; set dbInstanceIdentifier, dbClusterIdentifier or at least one tag",
+				src.Name, src.AWSRDS.Region))
+		}
+	}
+	return msgs
 }

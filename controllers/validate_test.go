@@ -17,6 +17,7 @@ func TestValidateSpec(t *testing.T) {
 		objName     string
 		serviceName string
 		drain       *metav1.Duration
+		sources     []v1alpha1.Source
 		want        []string // texts the error contains; nil: valid
 		notWant     []string
 	}{
@@ -48,6 +49,29 @@ func TestValidateSpec(t *testing.T) {
 			name: "both wrong", objName: long, drain: &metav1.Duration{Duration: -time.Second},
 			want: []string{"spec.service.name", "spec.drainPeriod", "; "},
 		},
+		{
+			// Stored before admission refused empty selectors.
+			name: "ec2 source with empty selectors", objName: "db",
+			sources: []v1alpha1.Source{{Name: "vms", AWSEC2: &v1alpha1.AWSEC2Source{
+				Region: "eu-west-1", InstanceIDs: []string{}, Tags: map[string]string{}}}},
+			want:    []string{"spec.sources[vms].awsEC2", "every instance in eu-west-1", "name at least one tag"},
+			notWant: []string{"spec.service.name", "spec.drainPeriod"},
+		},
+		{
+			name: "rds source with empty selectors", objName: "db",
+			sources: []v1alpha1.Source{{Name: "db", AWSRDS: &v1alpha1.AWSRDSSource{Region: "eu-west-1", Tags: map[string]string{}}}},
+			want:    []string{"spec.sources[db].awsRDS", "every DB instance in eu-west-1", "dbInstanceIdentifier"},
+		},
+		{
+			name: "aws sources that select", objName: "db",
+			sources: []v1alpha1.Source{
+				{Name: "vms", AWSEC2: &v1alpha1.AWSEC2Source{Region: "eu-west-1", Tags: map[string]string{"app": "web"}}},
+				{Name: "ids", AWSEC2: &v1alpha1.AWSEC2Source{Region: "eu-west-1", InstanceIDs: []string{"i-01234567"}}},
+				{Name: "one", AWSRDS: &v1alpha1.AWSRDSSource{Region: "eu-west-1", DBInstanceIdentifier: "orders"}},
+				{Name: "aurora", AWSRDS: &v1alpha1.AWSRDSSource{Region: "eu-west-1", DBClusterIdentifier: "orders"}},
+				{Name: "tagged", AWSRDS: &v1alpha1.AWSRDSSource{Region: "eu-west-1", Tags: map[string]string{"app": "orders"}}},
+			},
+		},
 	}
 	v := newValidator()
 	for _, c := range cases {
@@ -57,6 +81,7 @@ func TestValidateSpec(t *testing.T) {
 				Spec: v1alpha1.ExternalBackendSpec{
 					Service:     v1alpha1.ServiceSpec{Name: c.serviceName},
 					DrainPeriod: c.drain,
+					Sources:     c.sources,
 				},
 			}
 			err := validateSpec(v, xb)

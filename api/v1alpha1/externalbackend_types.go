@@ -47,7 +47,7 @@ const (
 )
 
 // ExternalBackendSpec describes an outside backend and the Service that fronts it.
-// +kubebuilder:validation:XValidation:rule="!self.sources.exists(s, has(s.static) && s.static.endpoints.exists(e, !isIP(e.address))) || self.addressTypes.exists(t, t == 'FQDN')",message="spec.sources[].static.endpoints[].address: a DNS name is published only when spec.addressTypes includes FQDN; add FQDN or use an IP address"
+// +kubebuilder:validation:XValidation:rule="self.addressTypes.exists(t, t == 'FQDN') || !self.sources.exists(s, has(s.static) && s.static.endpoints.exists(e, !e.address.contains(':') && e.address.matches('[a-zA-Z]')))",message="spec.sources[].static.endpoints[].address: a DNS name is published only when spec.addressTypes includes FQDN; add FQDN or use an IP address"
 type ExternalBackendSpec struct {
 	// service describes the selectorless Service that fronts the backend.
 	// +required
@@ -75,8 +75,13 @@ type ExternalBackendSpec struct {
 	// drainPeriod is how long an endpoint that vanished from its source stays
 	// published as terminating (ready=false, terminating=true) before it is
 	// removed. Unset takes the controller's --default-drain-period; "0s"
-	// removes vanished endpoints at once.
+	// removes vanished endpoints at once; at most 1h.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-+]?(0|(([0-9]+[.]?[0-9]*|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$')",message="spec.drainPeriod: not a duration; write a number and a unit (h, m, s, ms), such as 30s, 5m or 1h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+[.]?[0-9]*|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) >= duration('0s')",message="spec.drainPeriod: negative; use 0s or more",messageExpression="'spec.drainPeriod: ' + self + ' is negative; use 0s or more'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[-+]?(0|(([0-9]+[.]?[0-9]*|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$') || duration(self) <= duration('1h')",message="spec.drainPeriod: longer than the maximum of 1h; use 1h or less",messageExpression="'spec.drainPeriod: ' + self + ' is longer than the maximum of 1h; use 1h or less'"
 	DrainPeriod *metav1.Duration `json:"drainPeriod,omitempty"`
 
 	// maxEndpointsPerSlice caps the endpoints in one EndpointSlice. Unset takes
@@ -212,13 +217,18 @@ type StaticSource struct {
 type StaticEndpoint struct {
 	// address is an IPv4 or IPv6 address, or a DNS name when spec.addressTypes
 	// includes FQDN. Loopback, link-local and unspecified addresses are refused:
-	// the API server would reject them in an EndpointSlice.
+	// the API server would reject them in an EndpointSlice. So are
+	// IPv4-mapped IPv6 addresses (::ffff:192.0.2.7: write 192.0.2.7), numbers
+	// written as names (1684301000, 0x64.0x64.0x64.0xc8: write the address)
+	// and names in the cluster's DNS domain (cluster.local, or ending in .svc).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^([0-9a-fA-F:.]+|([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z0-9]([-a-z0-9]*[a-z0-9])?)$`
-	// +kubebuilder:validation:XValidation:rule="!self.contains(':') || isIP(self)",message="is not a valid IPv6 address"
-	// +kubebuilder:validation:XValidation:rule="isIP(self) || !self.matches('^[0-9.]+$')",message="is not a valid IPv4 address"
+	// +kubebuilder:validation:XValidation:rule="!self.contains(':') || isIP(self)",message="is not a valid IPv6 address",messageExpression="isIP(self.lowerAscii().replace(':ffff:', ':fffe:', 1)) ? 'spec.sources[].static.endpoints[].address: an IPv4-mapped IPv6 address is not accepted; write ' + (self.contains('.') ? self.substring(self.lastIndexOf(':') + 1) : 'the IPv4 address of its last 32 bits (a.b.c.d)') + ' instead' : 'is not a valid IPv6 address'"
+	// +kubebuilder:validation:XValidation:rule="self.contains(':') || isIP(self) || self.matches('[a-zA-Z]')",message="is not a valid IPv4 address",messageExpression="self.split('.').size() == 4 && !self.endsWith('.') ? 'is not a valid IPv4 address' : 'spec.sources[].static.endpoints[].address: looks like an IP address written as a name; write the address'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('0x') || self.matches('[g-wyz]|\\\\b[a-fx]')",message="spec.sources[].static.endpoints[].address: looks like an IP address written as a name; write the address"
+	// +kubebuilder:validation:XValidation:rule="self != 'cluster.local' && !self.endsWith('.cluster.local') && !self.endsWith('.svc')",message="spec.sources[].static.endpoints[].address: a name in the cluster's DNS domain (cluster.local, or <service>.<namespace>.svc) points back into the cluster; name the outside backend"
 	// +kubebuilder:validation:XValidation:rule="!isIP(self) || (!ip(self).isLoopback() && !ip(self).isUnspecified() && !ip(self).isLinkLocalUnicast() && !ip(self).isLinkLocalMulticast())",message="loopback, link-local and unspecified addresses cannot be endpoints; use the backend's routable address"
 	Address string `json:"address"`
 
@@ -241,10 +251,14 @@ type StaticEndpoint struct {
 
 // DNSSource resolves a DNS name to endpoints.
 type DNSSource struct {
-	// name to resolve (A and AAAA records, following CNAMEs).
+	// name to resolve (A and AAAA records, following CNAMEs). A name in the
+	// cluster's DNS domain and an IP address written as a name are refused.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || self.size() > 253 || self.matches('^([A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?[.])*[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?[.]?$')",message="spec.sources[].dns.name: not a DNS name (labels of 1 to 63 letters, digits, '-' or '_', separated by dots); an IP address belongs in a static source"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(?i)^(0x[0-9a-f]*|[0-9]+)([.](0x[0-9a-f]*|[0-9]+))*[.]?$')",message="spec.sources[].dns.name: looks like an IP address written as a name; write the address in a static source"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(?i)(^|[.])(cluster[.]local|svc)[.]?$')",message="spec.sources[].dns.name: a name in the cluster's DNS domain (cluster.local, or <service>.<namespace>.svc) points back into the cluster; name the outside backend"
 	Name string `json:"name"`
 
 	// minRefresh is the shortest time between two lookups, whatever the TTL;
@@ -265,31 +279,46 @@ type DNSSource struct {
 // ConsulSource reads a service from the Consul catalog. The Consul address,
 // TLS settings and ACL token come from the controller's configuration.
 type ConsulSource struct {
-	// service name in Consul.
+	// service name in Consul: 1 to 128 letters, digits, '-', '_' and '.',
+	// starting and ending with a letter or digit.
 	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.size() > 128 || (self.matches('^[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$') && !self.contains('..'))",message="spec.sources[].consul.service: a Consul service name is 1 to 128 letters, digits, '-', '_' and '.', starting and ending with a letter or digit, without '..'"
 	Service string `json:"service"`
 
 	// datacenter to query; the agent's own when unset.
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.size() > 64 || self.matches('^[a-zA-Z0-9_-]*$')",message="spec.sources[].consul.datacenter: a Consul datacenter name is letters, digits, '-' and '_', at most 64 characters"
 	Datacenter string `json:"datacenter,omitempty"`
 
 	// tags an instance must all carry.
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:items:XValidation:rule="self.size() > 128 || self.matches('^[a-zA-Z0-9_.:=-]+$')",message="spec.sources[].consul.tags[]: a tag is 1 to 128 letters, digits, '-', '_', '.', ':' and '='"
 	Tags []string `json:"tags,omitempty"`
 
 	// namespace (Consul Enterprise).
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.size() > 63 || self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$')",message="spec.sources[].consul.namespace: a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)"
 	Namespace string `json:"namespace,omitempty"`
 
 	// partition (Consul Enterprise).
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.size() > 63 || self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$')",message="spec.sources[].consul.partition: a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)"
 	Partition string `json:"partition,omitempty"`
 
-	// nodeMeta an instance's node must carry.
+	// nodeMeta an instance's node must carry: at most 64 pairs, keys of 1 to
+	// 128 letters, digits, '-' and '_', values of at most 512 characters
+	// (Consul's own limits).
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() >= 1 && k.size() <= 128 && self[k].size() <= 512)",message="spec.sources[].consul.nodeMeta: keys are 1 to 128 characters and values at most 512"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() > 128 || k.matches('^[a-zA-Z0-9_-]*$'))",message="spec.sources[].consul.nodeMeta: keys are letters, digits, '-' and '_'"
 	NodeMeta map[string]string `json:"nodeMeta,omitempty"`
 
 	// onlyPassing lets only instances whose checks all pass serve; the others
@@ -299,6 +328,7 @@ type ConsulSource struct {
 
 	// zoneMetaKey is the service-meta or node-meta key that holds the zone.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	ZoneMetaKey string `json:"zoneMetaKey,omitempty"`
 }
 
@@ -319,15 +349,22 @@ const (
 type AWSRDSSource struct {
 	// region of the instances, for example eu-west-1.
 	// +required
-	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.size() > 32 || self.matches('^([a-z]{2}(-gov|-iso[a-z]?)?|eusc-[a-z]{2})-[a-z]+-[0-9]{1,2}$')",message="spec.sources[].awsRDS.region: not an AWS region name such as eu-west-1, us-gov-west-1 or cn-north-1"
 	Region string `json:"region"`
 
 	// dbInstanceIdentifier selects one DB instance.
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.size() > 0",message="spec.sources[].awsRDS.dbInstanceIdentifier: an empty identifier selects every DB instance in the region; name one, or use dbClusterIdentifier or tags"
+	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || self.size() > 63 || (self.matches('^[a-zA-Z][a-zA-Z0-9-]*$') && !self.endsWith('-') && !self.contains('--'))",message="spec.sources[].awsRDS.dbInstanceIdentifier: an RDS identifier is 1 to 63 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
 	DBInstanceIdentifier string `json:"dbInstanceIdentifier,omitempty"`
 
 	// dbClusterIdentifier selects the members of an Aurora cluster.
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.size() > 0",message="spec.sources[].awsRDS.dbClusterIdentifier: an empty identifier selects every DB cluster in the region; name one, or use dbInstanceIdentifier or tags"
+	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || self.size() > 63 || (self.matches('^[a-zA-Z][a-zA-Z0-9-]*$') && !self.endsWith('-') && !self.contains('--'))",message="spec.sources[].awsRDS.dbClusterIdentifier: an RDS identifier is 1 to 63 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
 	DBClusterIdentifier string `json:"dbClusterIdentifier,omitempty"`
 
 	// role picks the writer, the readers or any member of the cluster.
@@ -335,8 +372,11 @@ type AWSRDSSource struct {
 	// +kubebuilder:default=any
 	Role AWSRDSRole `json:"role,omitempty"`
 
-	// tags an instance must all carry.
+	// tags an instance must all carry: at least one.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=50
+	// +kubebuilder:validation:XValidation:rule="self.size() > 0",message="spec.sources[].awsRDS.tags: an empty map selects every instance in the region; name at least one tag or use dbInstanceIdentifier or dbClusterIdentifier"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() >= 1 && k.size() <= 128 && self[k].size() <= 256)",message="spec.sources[].awsRDS.tags: tag keys are 1 to 128 characters and values at most 256 (AWS's limits)"
 	Tags map[string]string `json:"tags,omitempty"`
 
 	// assumeRoleARN is assumed to read the instances; it must be in the
@@ -358,19 +398,26 @@ const (
 // AWSEC2Source reads EC2 instances by ID or tag.
 // +kubebuilder:validation:XValidation:rule="has(self.instanceIDs) != has(self.tags)",message="spec.sources[].awsEC2: set exactly one of instanceIDs, tags"
 type AWSEC2Source struct {
-	// region of the instances.
+	// region of the instances, for example eu-west-1.
 	// +required
-	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.size() > 32 || self.matches('^([a-z]{2}(-gov|-iso[a-z]?)?|eusc-[a-z]{2})-[a-z]+-[0-9]{1,2}$')",message="spec.sources[].awsEC2.region: not an AWS region name such as eu-west-1, us-gov-west-1 or cn-north-1"
 	Region string `json:"region"`
 
-	// instanceIDs to publish.
+	// instanceIDs to publish: at least one.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:XValidation:rule="self.size() > 0",message="spec.sources[].awsEC2.instanceIDs: an empty list selects every instance in the region; list at least one instance ID or use tags"
+	// +kubebuilder:validation:items:MaxLength=19
+	// +kubebuilder:validation:items:XValidation:rule="self.size() > 19 || self.matches('^i-[0-9a-f]{8}([0-9a-f]{9})?$')",message="spec.sources[].awsEC2.instanceIDs[]: not an EC2 instance ID (i- and 8 or 17 lower-case hex digits, such as i-0123456789abcdef0)"
 	InstanceIDs []string `json:"instanceIDs,omitempty"`
 
-	// tags an instance must all carry.
+	// tags an instance must all carry: at least one.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=50
+	// +kubebuilder:validation:XValidation:rule="self.size() > 0",message="spec.sources[].awsEC2.tags: an empty map selects every instance in the region; name at least one tag or use instanceIDs"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() >= 1 && k.size() <= 128 && self[k].size() <= 256)",message="spec.sources[].awsEC2.tags: tag keys are 1 to 128 characters and values at most 256 (AWS's limits)"
 	Tags map[string]string `json:"tags,omitempty"`
 
 	// addressKind is Private (the default) or Public.
