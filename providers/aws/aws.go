@@ -3,8 +3,8 @@
 // Both providers share one Session: its credentials, its SDK clients and,
 // above all, its Describe listings. A listing is one paginated Describe of a
 // whole region (DescribeDBInstances, DescribeDBClusters or
-// DescribeInstances) for one identity (the controller's own, or an allowed
-// assumeRoleARN). Every backend reads the listing's cached answer; the
+// DescribeInstances) for one identity (the controller's own, an allowed
+// assumeRoleARN or a BackendProvider's role, at one endpoint). Every backend reads the listing's cached answer; the
 // listing is listed again only when its answer is older than the refresh
 // interval (less a random jitter of up to a tenth, so that listings do not
 // refresh in lockstep). The number of AWS calls therefore grows with the
@@ -23,6 +23,15 @@
 // environment, shared config, instance profile). A source's assumeRoleARN is
 // assumed only when it is listed in --aws-allowed-role-arns, so that a
 // tenant cannot make the controller act as a role of their choosing.
+//
+// A source that names a BackendProvider (providers.Request.Connection) reads
+// the provider's account and region instead: its role (assumed through STS
+// without the allow-list, since the platform team wrote it), its region, its
+// endpoint for RDS, EC2 and STS, and, when the provider sets a consent tag,
+// only the instances and clusters whose owners listed the backend's
+// namespace in that tag (see target). Listings are shared by identity, so
+// two accounts or endpoints never share one, and the consent filter is
+// applied per source on the shared listing, without further calls.
 //
 // Failures keep the last known endpoints (see providers.Error):
 //   - AccessDenied, UnauthorizedOperation and other refusals of the
@@ -107,7 +116,8 @@ type Options struct {
 	// AllowedRoleARNs are the roles a source's assumeRoleARN may name.
 	AllowedRoleARNs []string
 	// EndpointURL, when set, is the base endpoint of the RDS and EC2 clients
-	// (a VPC endpoint, or a test server).
+	// (a VPC endpoint, or a test server) of the sources that name no
+	// BackendProvider.
 	EndpointURL string
 	// RefreshInterval is how old a region's listing may grow before it is
 	// listed again, and when a backend is resolved again.
@@ -179,6 +189,9 @@ type Session struct {
 type identity struct {
 	// role is the assumed role ARN, or "" for the controller's own credentials.
 	role, region string
+	// endpoint replaces the RDS and EC2 endpoints, and stsEndpoint the one
+	// the role is assumed through; "" is the region's public one.
+	endpoint, stsEndpoint string
 }
 
 // clients are the SDK clients of one identity.
@@ -225,7 +238,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		return nil, fmt.Errorf("--aws-max-backoff=%s: must be positive", backoff)
 	}
 	for _, arn := range opts.AllowedRoleARNs {
-		if !strings.HasPrefix(arn, "arn:") || !strings.Contains(arn, ":role/") {
+		if !isRoleARN(arn) {
 			return nil, fmt.Errorf("--aws-allowed-role-arns: %q is not an IAM role ARN such as arn:aws:iam::123456789012:role/name", arn)
 		}
 		s.allowed[arn] = true
@@ -293,36 +306,37 @@ func (s *Session) RDS() *RDSProvider { return &RDSProvider{s: s} }
 // EC2 returns the awsEC2 provider of the session.
 func (s *Session) EC2() *EC2Provider { return &EC2Provider{s: s} }
 
-// identityOf checks a source's assumeRoleARN against the allow-list and
-// returns who calls AWS for it. field is the source's path in the spec.
-func (s *Session) identityOf(field, role, region string) (identity, error) {
-	if role != "" && !s.allowed[role] {
-		return identity{}, providers.Terminalf(v1alpha1.ReasonAccessDenied,
-			"%s.assumeRoleARN: %s is not in the controller's --aws-allowed-role-arns; remove assumeRoleARN to use the controller's own credentials, or ask the controller's operators to allow the role",
-			field, role)
-	}
-	return identity{role: role, region: region}, nil
+// isRoleARN tells whether arn looks like an IAM role ARN.
+func isRoleARN(arn string) bool {
+	return strings.HasPrefix(arn, "arn:") && strings.Contains(arn, ":role/")
 }
+
+// roleSessionName names the controller's sessions of assumed roles in the
+// accounts' CloudTrail.
+const roleSessionName = "backendslice"
 
 // newClients makes the SDK clients of id.
 func (s *Session) newClients(id identity) *clients {
 	cfg := s.base.Copy()
 	cfg.Region = id.region
 	if id.role != "" {
-		cfg.Credentials = markFailures{awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), id.role))}
+		client := sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = endpointOf(id.stsEndpoint) })
+		cfg.Credentials = markFailures{awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(client, id.role,
+			func(o *stscreds.AssumeRoleOptions) { o.RoleSessionName = roleSessionName }))}
 	}
 	return &clients{
-		rds: rds.NewFromConfig(cfg, func(o *rds.Options) {
-			if s.endpoint != "" {
-				o.BaseEndpoint = awssdk.String(s.endpoint)
-			}
-		}),
-		ec2: ec2.NewFromConfig(cfg, func(o *ec2.Options) {
-			if s.endpoint != "" {
-				o.BaseEndpoint = awssdk.String(s.endpoint)
-			}
-		}),
+		rds: rds.NewFromConfig(cfg, func(o *rds.Options) { o.BaseEndpoint = endpointOf(id.endpoint) }),
+		ec2: ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpointOf(id.endpoint) }),
 	}
+}
+
+// endpointOf is a client's BaseEndpoint: nil, the region's public
+// endpoint, for "".
+func endpointOf(url string) *string {
+	if url == "" {
+		return nil
+	}
+	return awssdk.String(url)
 }
 
 // wants tells whether the spec publishes address type t.

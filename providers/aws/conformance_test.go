@@ -20,6 +20,17 @@ var notOurs = providertest.Failure{Terminal: true, Reason: v1alpha1.ReasonInvali
 // other is a static source, which neither AWS provider resolves.
 var other = v1alpha1.Source{Name: "other", Static: &v1alpha1.StaticSource{Endpoints: []v1alpha1.StaticEndpoint{{Address: "192.0.2.1"}}}}
 
+// elsewhere is a failure of a source whose region is not the one of the
+// BackendProvider it names.
+var elsewhere = providertest.Failure{Terminal: true, Reason: v1alpha1.ReasonInvalidSpec, MessageContains: []string{"BackendProvider virginia serves us-east-1"}}
+
+// inVirginia is a request for src through a BackendProvider of us-east-1.
+func inVirginia(src v1alpha1.Source) providers.Request {
+	req := providertest.NewRequest(src)
+	req.Connection = &providers.Connection{Name: "virginia", Key: "v1", AWS: &providers.AWSConnection{Region: "us-east-1"}}
+	return req
+}
+
 func TestRDSConformance(t *testing.T) {
 	e := newEnv(t, nil)
 	aurora(e)
@@ -48,6 +59,8 @@ func TestRDSConformance(t *testing.T) {
 				{Name: "static source", Request: providertest.NewRequest(other), Failure: notOurs},
 				{Name: "role not allowed", Request: providertest.NewRequest(rdsSource(v1alpha1.AWSRDSSource{
 					DBInstanceIdentifier: "aurora-1", AssumeRoleARN: "arn:aws:iam::123456789012:role/x"})), Failure: refused},
+				{Name: "region not its BackendProvider's", Request: inVirginia(rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "aurora-1"})),
+					Failure: elsewhere},
 			}
 		},
 	})
@@ -95,6 +108,8 @@ func TestEC2Conformance(t *testing.T) {
 				{Name: "static source", Request: providertest.NewRequest(other), Failure: notOurs},
 				{Name: "role not allowed", Request: providertest.NewRequest(ec2Source(v1alpha1.AWSEC2Source{
 					InstanceIDs: []string{"i-0a"}, AssumeRoleARN: "arn:aws:iam::123456789012:role/x"})), Failure: refused},
+				{Name: "region not its BackendProvider's", Request: inVirginia(ec2Source(v1alpha1.AWSEC2Source{InstanceIDs: []string{"i-0a"}})),
+					Failure: elsewhere},
 			}
 		},
 	})

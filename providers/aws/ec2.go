@@ -30,6 +30,12 @@ import (
 //
 // When none of the instance IDs a source lists exists, the backend is gone
 // (BackendNotFound); IDs that no longer exist among others are left out.
+//
+// Through a BackendProvider with a consent tag, only instances whose tag
+// lists the backend's namespace are published. Listed IDs that do not
+// consent are left out as missing ones are; when none of the IDs is left
+// and some exist without consent, the source fails (AccessDenied) and what
+// it published drains.
 type EC2Provider struct{ s *Session }
 
 // Kind is providers.KindAWSEC2.
@@ -48,12 +54,13 @@ func (p *EC2Provider) Resolve(ctx context.Context, req providers.Request) (provi
 	if src == nil {
 		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not an awsEC2 source", req.Source.Name)
 	}
-	id, err := p.s.identityOf(field, src.AssumeRoleARN, src.Region)
+	t, err := p.s.targetOf(field, src.Region, src.AssumeRoleARN, req)
 	if err != nil {
 		// A source that cannot be resolved reads nothing.
 		p.s.use(providers.KindAWSEC2, req)
 		return providers.Result{}, err
 	}
+	id := t.id
 	p.s.use(providers.KindAWSEC2, req, listingKey{id, describeInstances})
 	instances, err := p.instances(ctx, id, 0)
 	if err == nil && len(src.InstanceIDs) > 0 {
@@ -65,22 +72,32 @@ func (p *EC2Provider) Resolve(ctx context.Context, req providers.Request) (provi
 		})
 	}
 	if err != nil {
-		return providers.Result{}, classify(err, field, "ec2:DescribeInstances", src.Region)
+		return providers.Result{}, classify(err, field, "ec2:DescribeInstances", t)
 	}
 	var selected []ec2Instance
 	if len(src.InstanceIDs) > 0 {
+		var denied []string
 		for _, iid := range src.InstanceIDs {
-			if i, ok := instances[iid]; ok {
+			i, ok := instances[iid]
+			switch {
+			case !ok:
+			case !t.consents(i.tags):
+				denied = append(denied, iid)
+			default:
 				selected = append(selected, i)
 			}
 		}
-		if len(selected) == 0 {
+		switch {
+		case len(selected) > 0:
+		case len(denied) > 0:
+			return providers.Result{}, t.refused(field+".instanceIDs", "EC2 instance", denied...)
+		default:
 			return providers.Result{}, providers.Gone(v1alpha1.ReasonBackendNotFound, fmt.Errorf(
-				"%s.instanceIDs: none of %s exists in %s", field, strings.Join(src.InstanceIDs, ", "), src.Region))
+				"%s.instanceIDs: none of %s exists in %s", field, strings.Join(src.InstanceIDs, ", "), id.region))
 		}
 	} else {
 		for _, i := range instances {
-			if hasTags(i.tags, src.Tags) {
+			if hasTags(i.tags, src.Tags) && t.consents(i.tags) {
 				selected = append(selected, i)
 			}
 		}

@@ -27,8 +27,10 @@ var deniedCodes = map[string]bool{
 }
 
 // classify turns a listing's failure into the providers.Error of one
-// source: field is the source's path in the spec, action the AWS call.
-func classify(err error, field, action, region string) error {
+// source: field is the source's path in the spec, action the AWS call, t
+// what the source reads.
+func classify(err error, field, action string, t target) error {
+	region := t.id.region
 	var pe *providers.Error
 	if errors.As(err, &pe) {
 		return err
@@ -40,9 +42,15 @@ func classify(err error, field, action, region string) error {
 	case v1alpha1.ReasonAccessDenied:
 		var api smithy.APIError
 		errors.As(err, &api)
+		if errors.As(err, new(*credentialsError)) {
+			// STS refused the role: its trust policy is what to fix.
+			return providers.Terminal(v1alpha1.ReasonAccessDenied, fmt.Errorf(
+				"%s: AWS refused the credentials of %s for %s in %s (%s: %s); the role's trust policy must let the controller assume it",
+				field, t.whose, action, region, api.ErrorCode(), api.ErrorMessage()))
+		}
 		return providers.Terminal(v1alpha1.ReasonAccessDenied, fmt.Errorf(
-			"%s: AWS refused %s in %s (%s: %s); grant the controller's role (or the source's assumeRoleARN) permission to call it",
-			field, action, region, api.ErrorCode(), api.ErrorMessage()))
+			"%s: AWS refused %s in %s (%s: %s); grant %s permission to call it",
+			field, action, region, api.ErrorCode(), api.ErrorMessage(), t.whose))
 	case v1alpha1.ReasonNoCredentials:
 		return providers.Terminal(v1alpha1.ReasonNoCredentials, fmt.Errorf(
 			"%s: no AWS credentials to call %s in %s: %w; give the controller credentials (IRSA, AWS_* environment, instance profile)",

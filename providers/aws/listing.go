@@ -33,13 +33,13 @@ type shared struct {
 	// The cached answers of the key's Describe action, made by the first
 	// listingOf: only the one of that action is set.
 	dbInstances *cachedListing[map[string]dbInstance]
-	dbClusters  *cachedListing[map[string][]dbMember]
+	dbClusters  *cachedListing[map[string]dbCluster]
 	instances   *cachedListing[map[string]ec2Instance]
 }
 
 // The slots of shared that listingOf fills, one for each Describe action.
 func (sh *shared) dbInstancesSlot() **cachedListing[map[string]dbInstance] { return &sh.dbInstances }
-func (sh *shared) dbClustersSlot() **cachedListing[map[string][]dbMember]  { return &sh.dbClusters }
+func (sh *shared) dbClustersSlot() **cachedListing[map[string]dbCluster]   { return &sh.dbClusters }
 func (sh *shared) instancesSlot() **cachedListing[map[string]ec2Instance]  { return &sh.instances }
 
 // errClosed is the failure of a listing asked for after Session.Close.

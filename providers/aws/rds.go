@@ -8,6 +8,7 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/rds"
+	rdstypes "github.com/aws/aws-sdk-go-v2/service/rds/types"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
@@ -41,6 +42,12 @@ import (
 // An instance without an endpoint yet (being created) is left out. Aurora
 // roles come from the cluster's members: writer is the member with
 // IsClusterWriter, readers the others, any all of them.
+//
+// Through a BackendProvider with a consent tag, an instance selected by
+// tags is published only when its own tag lists the backend's namespace;
+// a cluster's members are published when the cluster's tag does. An
+// instance or cluster named by identifier that does not consent fails the
+// source (AccessDenied) and what it published drains.
 type RDSProvider struct{ s *Session }
 
 // Kind is providers.KindAWSRDS.
@@ -67,6 +74,12 @@ type dbInstance struct {
 	tags                      map[string]string
 }
 
+// dbCluster is what the provider keeps of an Aurora cluster.
+type dbCluster struct {
+	members []dbMember
+	tags    map[string]string
+}
+
 // dbMember is one member of an Aurora cluster.
 type dbMember struct {
 	instance string
@@ -80,12 +93,13 @@ func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (provi
 	if src == nil {
 		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not an awsRDS source", req.Source.Name)
 	}
-	id, err := p.s.identityOf(field, src.AssumeRoleARN, src.Region)
+	t, err := p.s.targetOf(field, src.Region, src.AssumeRoleARN, req)
 	if err != nil {
 		// A source that cannot be resolved reads nothing.
 		p.s.use(providers.KindAWSRDS, req)
 		return providers.Result{}, err
 	}
+	id := t.id
 	reads := []listingKey{{id, describeDBInstances}}
 	if src.DBClusterIdentifier != "" {
 		reads = append(reads, listingKey{id, describeDBClusters})
@@ -93,7 +107,7 @@ func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (provi
 	p.s.use(providers.KindAWSRDS, req, reads...)
 	instances, err := p.instances(ctx, id, 0)
 	if err != nil {
-		return providers.Result{}, classify(err, field, "rds:DescribeDBInstances", src.Region)
+		return providers.Result{}, classify(err, field, "rds:DescribeDBInstances", t)
 	}
 	var selected []dbInstance
 	switch {
@@ -102,39 +116,24 @@ func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (provi
 		name := strings.ToLower(src.DBInstanceIdentifier)
 		instances, err := relistIfMissing(ctx, p.s, instances, hasKey[dbInstance](name), p.listerOfInstances(id))
 		if err != nil {
-			return providers.Result{}, classify(err, field, "rds:DescribeDBInstances", src.Region)
+			return providers.Result{}, classify(err, field, "rds:DescribeDBInstances", t)
 		}
 		i, ok := instances[name]
-		if !ok {
+		switch {
+		case !ok:
 			return providers.Result{}, providers.Gone(v1alpha1.ReasonBackendNotFound, fmt.Errorf(
-				"%s.dbInstanceIdentifier: DB instance %q not found in %s", field, src.DBInstanceIdentifier, src.Region))
+				"%s.dbInstanceIdentifier: DB instance %q not found in %s", field, src.DBInstanceIdentifier, id.region))
+		case !t.consents(i.tags):
+			return providers.Result{}, t.refused(field+".dbInstanceIdentifier", "DB instance", i.id)
 		}
 		selected = []dbInstance{i}
 	case src.DBClusterIdentifier != "":
-		name := strings.ToLower(src.DBClusterIdentifier)
-		clusters, err := p.clusters(ctx, id, 0)
-		if err == nil {
-			clusters, err = relistIfMissing(ctx, p.s, clusters, hasKey[[]dbMember](name), p.listerOfClusters(id))
-		}
-		if err != nil {
-			return providers.Result{}, classify(err, field, "rds:DescribeDBClusters", src.Region)
-		}
-		members, ok := clusters[name]
-		if !ok {
-			return providers.Result{}, providers.Gone(v1alpha1.ReasonBackendNotFound, fmt.Errorf(
-				"%s.dbClusterIdentifier: DB cluster %q not found in %s", field, src.DBClusterIdentifier, src.Region))
-		}
-		for _, m := range members {
-			// A member missing from the instance listing was added or
-			// removed between the two listings: the next refresh has it.
-			i, ok := instances[m.instance]
-			if ok && roleMatches(src.Role, m.writer) {
-				selected = append(selected, i)
-			}
+		if selected, err = p.members(ctx, t, field, src, instances); err != nil {
+			return providers.Result{}, err
 		}
 	default:
 		for _, i := range instances {
-			if hasTags(i.tags, src.Tags) {
+			if hasTags(i.tags, src.Tags) && t.consents(i.tags) {
 				selected = append(selected, i)
 			}
 		}
@@ -148,6 +147,36 @@ func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (provi
 		eps = append(eps, more...)
 	}
 	return providers.Result{Endpoints: eps, RefreshAfter: p.s.refresh}, nil
+}
+
+// members are the instances of the cluster src names that have src's role.
+func (p *RDSProvider) members(ctx context.Context, t target, field string, src *v1alpha1.AWSRDSSource, instances map[string]dbInstance) ([]dbInstance, error) {
+	name := strings.ToLower(src.DBClusterIdentifier)
+	clusters, err := p.clusters(ctx, t.id, 0)
+	if err == nil {
+		clusters, err = relistIfMissing(ctx, p.s, clusters, hasKey[dbCluster](name), p.listerOfClusters(t.id))
+	}
+	if err != nil {
+		return nil, classify(err, field, "rds:DescribeDBClusters", t)
+	}
+	c, ok := clusters[name]
+	switch {
+	case !ok:
+		return nil, providers.Gone(v1alpha1.ReasonBackendNotFound, fmt.Errorf(
+			"%s.dbClusterIdentifier: DB cluster %q not found in %s", field, src.DBClusterIdentifier, t.id.region))
+	case !t.consents(c.tags):
+		return nil, t.refused(field+".dbClusterIdentifier", "DB cluster", name)
+	}
+	var out []dbInstance
+	for _, m := range c.members {
+		// A member missing from the instance listing was added or
+		// removed between the two listings: the next refresh has it.
+		i, ok := instances[m.instance]
+		if ok && roleMatches(src.Role, m.writer) {
+			out = append(out, i)
+		}
+	}
+	return out, nil
 }
 
 // roleMatches tells whether a member with IsClusterWriter = writer has role.
@@ -228,13 +257,10 @@ func (p *RDSProvider) instances(ctx context.Context, id identity, maxAge time.Du
 					id:     strings.ToLower(awssdk.ToString(d.DBInstanceIdentifier)),
 					status: awssdk.ToString(d.DBInstanceStatus),
 					zone:   awssdk.ToString(d.AvailabilityZone),
-					tags:   map[string]string{},
+					tags:   tagsOf(d.TagList),
 				}
 				if d.Endpoint != nil {
 					i.address, i.port = awssdk.ToString(d.Endpoint.Address), awssdk.ToInt32(d.Endpoint.Port)
-				}
-				for _, t := range d.TagList {
-					i.tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
 				}
 				out[i.id] = i
 			}
@@ -245,17 +271,17 @@ func (p *RDSProvider) instances(ctx context.Context, id identity, maxAge time.Du
 }
 
 // listerOfClusters lists the DB clusters of id's region.
-func (p *RDSProvider) listerOfClusters(id identity) func(context.Context, time.Duration) (map[string][]dbMember, error) {
-	return func(ctx context.Context, maxAge time.Duration) (map[string][]dbMember, error) {
+func (p *RDSProvider) listerOfClusters(id identity) func(context.Context, time.Duration) (map[string]dbCluster, error) {
+	return func(ctx context.Context, maxAge time.Duration) (map[string]dbCluster, error) {
 		return p.clusters(ctx, id, maxAge)
 	}
 }
 
-// clusters is the listing of every DB cluster of id's region: the members
-// by cluster identifier, no older than maxAge when it is not zero.
-func (p *RDSProvider) clusters(ctx context.Context, id identity, maxAge time.Duration) (map[string][]dbMember, error) {
-	st := listingOf(p.s, listingKey{id, describeDBClusters}, (*shared).dbClustersSlot, func(ctx context.Context, c *clients) (map[string][]dbMember, error) {
-		out := map[string][]dbMember{}
+// clusters is the listing of every DB cluster of id's region, by cluster
+// identifier, no older than maxAge when it is not zero.
+func (p *RDSProvider) clusters(ctx context.Context, id identity, maxAge time.Duration) (map[string]dbCluster, error) {
+	st := listingOf(p.s, listingKey{id, describeDBClusters}, (*shared).dbClustersSlot, func(ctx context.Context, c *clients) (map[string]dbCluster, error) {
+		out := map[string]dbCluster{}
 		pages := rds.NewDescribeDBClustersPaginator(c.rds, &rds.DescribeDBClustersInput{MaxRecords: awssdk.Int32(100)},
 			func(o *rds.DescribeDBClustersPaginatorOptions) { o.StopOnDuplicateToken = true })
 		var last *string
@@ -273,12 +299,21 @@ func (p *RDSProvider) clusters(ctx context.Context, id identity, maxAge time.Dur
 						writer:   awssdk.ToBool(m.IsClusterWriter),
 					})
 				}
-				out[strings.ToLower(awssdk.ToString(c.DBClusterIdentifier))] = members
+				out[strings.ToLower(awssdk.ToString(c.DBClusterIdentifier))] = dbCluster{members: members, tags: tagsOf(c.TagList)}
 			}
 		}
 		return out, stoppedEarly(last)
 	})
 	return st.get(ctx, maxAge)
+}
+
+// tagsOf is an RDS TagList by key.
+func tagsOf(list []rdstypes.Tag) map[string]string {
+	out := make(map[string]string, len(list))
+	for _, t := range list {
+		out[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
+	}
+	return out
 }
 
 var _ providers.Provider = (*RDSProvider)(nil)

@@ -96,8 +96,8 @@ func (s *Session) Listings() int {
 	return len(s.listings)
 }
 
-// Clients is how many identities (role and region) the session keeps SDK
-// clients for: those some listing lists as.
+// Clients is how many identities (role, region and endpoints) the session
+// keeps SDK clients for: those some listing lists as.
 func (s *Session) Clients() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

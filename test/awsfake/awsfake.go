@@ -1,7 +1,7 @@
 // Package awsfake is an HTTP server that speaks the AWS Query protocol for
 // exactly the calls backendslice makes: RDS DescribeDBInstances and
-// DescribeDBClusters (API version 2014-10-31) and EC2 DescribeInstances
-// (2016-11-15). No AWS emulator runs here, so the real aws-sdk-go-v2 clients
+// DescribeDBClusters (API version 2014-10-31), EC2 DescribeInstances
+// (2016-11-15) and STS AssumeRole (2011-06-15). No AWS emulator runs here, so the real aws-sdk-go-v2 clients
 // are pointed at this server through BaseEndpoint and talk to it on the wire:
 // form-encoded POST bodies in, XML documents and XML error bodies out, as the
 // AWS API reference shapes them.
@@ -10,8 +10,14 @@
 // addresses, tags), make the next calls of an action fail with an AWS error
 // code (throttling, access denied), cap page sizes to force pagination, make
 // an action repeat its pagination token forever, stall an action's requests
-// while the test acts, and count the calls of each action. Requests that are
-// not SigV4 signed for the right service are refused, as AWS refuses them.
+// while the test acts, and count the calls of each action, by the access key
+// they were signed with. Requests that are not SigV4 signed for the right
+// service are refused, as AWS refuses them.
+//
+// Several AWS accounts can live in one server: AddRole makes a role
+// assumable, its credentials signing with an access key of its own, and
+// SetAccount limits what callers signing with an access key see, as an
+// account sees only its own instances.
 package awsfake
 
 import (
@@ -33,12 +39,14 @@ const (
 	DescribeDBInstances = "DescribeDBInstances"
 	DescribeDBClusters  = "DescribeDBClusters"
 	DescribeInstances   = "DescribeInstances"
+	AssumeRole          = "AssumeRole"
 )
 
 // API versions the SDK sends in the Version field.
 const (
 	rdsVersion = "2014-10-31"
 	ec2Version = "2016-11-15"
+	stsVersion = "2011-06-15"
 )
 
 // DBInstance is an RDS DB instance as DescribeDBInstances reports it.
@@ -72,6 +80,8 @@ type DBCluster struct {
 	Status string
 	// Members are the DBClusterMembers.
 	Members []ClusterMember
+	// Tags are the cluster's tags (TagList).
+	Tags map[string]string
 }
 
 // ClusterMember is one instance of a cluster.
@@ -114,7 +124,17 @@ type Server struct {
 	calls      map[string]int
 	pageLimit  int
 	credential map[string]int
+	// callsBy counts requests by action and access key.
+	callsBy map[callerKey]int
+	// roles are the assumable role ARNs and the access key of each.
+	roles map[string]string
+	// accounts are what callers signing with an access key see, by ID;
+	// a key without an entry sees everything.
+	accounts map[string]map[string]bool
 }
+
+// callerKey is an action and the access key a request of it was signed with.
+type callerKey struct{ action, accessKey string }
 
 // New starts a fake on 127.0.0.1. Close stops it.
 func New() *Server {
@@ -127,6 +147,9 @@ func New() *Server {
 		stalls:     map[string]chan struct{}{},
 		calls:      map[string]int{},
 		credential: map[string]int{},
+		callsBy:    map[callerKey]int{},
+		roles:      map[string]string{},
+		accounts:   map[string]map[string]bool{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
@@ -173,6 +196,7 @@ func (s *Server) PutDBCluster(c DBCluster) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.Members = slices.Clone(c.Members)
+	c.Tags = maps.Clone(c.Tags)
 	s.clusters[c.Identifier] = c
 }
 
@@ -307,11 +331,51 @@ func (s *Server) TotalCalls() int {
 	return n
 }
 
+// CallsBy is how many requests of action the server received signed with
+// accessKey, failed ones included.
+func (s *Server) CallsBy(action, accessKey string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.callsBy[callerKey{action, accessKey}]
+}
+
 // ResetCalls sets every call counter to zero.
 func (s *Server) ResetCalls() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.calls)
+	clear(s.callsBy)
+}
+
+// AddRole makes role (an IAM role ARN) assumable: AssumeRole of it answers
+// credentials that sign with accessKey. AssumeRole of any other role is
+// refused with AccessDenied, as AWS refuses a role that does not exist or
+// does not trust the caller.
+func (s *Server) AddRole(role, accessKey string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.roles[role] = accessKey
+}
+
+// SetAccount makes callers signing with accessKey see only the DB
+// instances, DB clusters and EC2 instances named in ids, as if those were
+// all their account held; ids that are not put are skipped.
+func (s *Server) SetAccount(accessKey string, ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.accounts[accessKey] = map[string]bool{}
+	for _, id := range ids {
+		s.accounts[accessKey][id] = true
+	}
+}
+
+// seerOf tells what a caller signing with accessKey sees; s.mu is held.
+func (s *Server) seerOf(accessKey string) func(id string) bool {
+	account, ok := s.accounts[accessKey]
+	if !ok {
+		return func(string) bool { return true }
+	}
+	return func(id string) bool { return account[id] }
 }
 
 // Scopes counts requests by the credential scope they were signed with
@@ -324,13 +388,14 @@ func (s *Server) Scopes() map[string]int {
 
 // credentialScope matches the Credential of a SigV4 Authorization header:
 // access key / date / region / service / aws4_request.
-var credentialScope = regexp.MustCompile(`^AWS4-HMAC-SHA256 Credential=[^/,\s]+/\d{8}/([a-z0-9-]+)/([a-z0-9]+)/aws4_request, SignedHeaders=[^,]+, Signature=[0-9a-f]{64}$`)
+var credentialScope = regexp.MustCompile(`^AWS4-HMAC-SHA256 Credential=([^/,\s]+)/\d{8}/([a-z0-9-]+)/([a-z0-9]+)/aws4_request, SignedHeaders=[^,]+, Signature=[0-9a-f]{64}$`)
 
 // serviceOf is the signing service and API version of each action.
 var serviceOf = map[string]struct{ service, version string }{
 	DescribeDBInstances: {"rds", rdsVersion},
 	DescribeDBClusters:  {"rds", rdsVersion},
 	DescribeInstances:   {"ec2", ec2Version},
+	AssumeRole:          {"sts", stsVersion},
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -347,8 +412,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls[action]++
 	m := credentialScope.FindStringSubmatch(r.Header.Get("Authorization"))
+	accessKey := ""
 	if m != nil {
-		s.credential[m[1]+"/"+m[2]]++
+		accessKey = m[1]
+		s.credential[m[2]+"/"+m[3]]++
+		s.callsBy[callerKey{action, accessKey}]++
 	}
 	fault := s.nextFault(action)
 	stall := s.stalls[action]
@@ -363,14 +431,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case m == nil:
 		writeError(w, api.service, "IncompleteSignature", "Authorization header is not a SigV4 (AWS4-HMAC-SHA256) signature")
-	case m[2] != api.service:
+	case m[3] != api.service:
 		writeError(w, api.service, "InvalidSignatureException", fmt.Sprintf("Credential should be scoped to correct service: '%s'.", api.service))
 	case r.PostForm.Get("Version") != api.version:
 		writeError(w, api.service, "InvalidParameterValue", fmt.Sprintf("Version %q is not %s", r.PostForm.Get("Version"), api.version))
 	case fault != "":
 		writeError(w, api.service, fault, faultMessage(fault, action))
 	default:
-		s.answer(w, action, r)
+		s.answer(w, action, accessKey, r)
 	}
 }
 
@@ -395,23 +463,36 @@ func faultMessage(code, action string) string {
 	case "RequestLimitExceeded":
 		return "Request limit exceeded."
 	case "AccessDenied", "UnauthorizedOperation":
-		return fmt.Sprintf("User: arn:aws:sts::123456789012:assumed-role/backendslice/test is not authorized to perform: %s", action)
+		return notAuthorized(action, "")
 	}
 	return code
 }
 
-func (s *Server) answer(w http.ResponseWriter, action string, r *http.Request) {
+// notAuthorized is AWS's message refusing action (on resource, if any).
+func notAuthorized(action, resource string) string {
+	msg := "User: arn:aws:sts::123456789012:assumed-role/backendslice/test is not authorized to perform: " + action
+	if resource != "" {
+		msg += " on resource: " + resource
+	}
+	return msg
+}
+
+// answer answers a request of action signed with accessKey.
+func (s *Server) answer(w http.ResponseWriter, action, accessKey string, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	sees := s.seerOf(accessKey)
 	var body any
 	var err *apiError
 	switch action {
 	case DescribeDBInstances:
-		body, err = s.describeDBInstances(r.PostForm)
+		body, err = s.describeDBInstances(r.PostForm, sees)
 	case DescribeDBClusters:
-		body, err = s.describeDBClusters(r.PostForm)
+		body, err = s.describeDBClusters(r.PostForm, sees)
 	case DescribeInstances:
-		body, err = s.describeInstances(r.PostForm)
+		body, err = s.describeInstances(r.PostForm, sees)
+	case AssumeRole:
+		body, err = s.assumeRole(r.PostForm)
 	}
 	if err != nil {
 		writeError(w, serviceOf[action].service, err.code, err.msg)

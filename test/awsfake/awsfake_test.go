@@ -11,8 +11,12 @@ import (
 )
 
 // signed is an Authorization header of the SigV4 shape for service.
-func signed(service string) string {
-	return "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/eu-west-1/" + service +
+func signed(service string) string { return signedBy("AKIDEXAMPLE", service) }
+
+// signedBy is an Authorization header of the SigV4 shape for service,
+// signed with accessKey.
+func signedBy(accessKey, service string) string {
+	return "AWS4-HMAC-SHA256 Credential=" + accessKey + "/20260101/eu-west-1/" + service +
 		"/aws4_request, SignedHeaders=host;x-amz-date, Signature=" + strings.Repeat("a", 64)
 }
 
@@ -185,5 +189,75 @@ func TestStall(t *testing.T) {
 	wantBody(t, "after release", <-done, "<DescribeDBInstancesResponse")
 	if got := s.Calls(DescribeDBInstances); got != 1 {
 		t.Errorf("calls = %d, want 1", got)
+	}
+}
+
+func TestAssumeRole(t *testing.T) {
+	s := New()
+	defer s.Close()
+	const role = "arn:aws:iam::210987654321:role/reader"
+	s.AddRole(role, "ASIAREADER")
+	form := url.Values{"Action": {AssumeRole}, "Version": {stsVersion}, "RoleArn": {role}, "RoleSessionName": {"backendslice"}}
+	code, body := post(t, s, signedBy("AKIDCONTROLLER", "sts"), form)
+	if code != http.StatusOK {
+		t.Errorf("known role: status %d, want 200", code)
+	}
+	wantBody(t, "known role", body, `<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">`,
+		"<Arn>arn:aws:sts::123456789012:assumed-role/reader/backendslice</Arn>",
+		"<AccessKeyId>ASIAREADER</AccessKeyId>", "<SecretAccessKey>", "<SessionToken>", "<Expiration>")
+
+	form.Set("RoleArn", "arn:aws:iam::210987654321:role/unknown")
+	code, body = post(t, s, signedBy("AKIDCONTROLLER", "sts"), form)
+	if code != http.StatusForbidden {
+		t.Errorf("unknown role: status %d, want 403", code)
+	}
+	wantBody(t, "unknown role", body, "<ErrorResponse>", "<Code>AccessDenied</Code>",
+		"not authorized to perform: sts:AssumeRole on resource: arn:aws:iam::210987654321:role/unknown")
+	if n := s.CallsBy(AssumeRole, "AKIDCONTROLLER"); n != 2 {
+		t.Errorf("CallsBy(AssumeRole, AKIDCONTROLLER) = %d, want 2", n)
+	}
+}
+
+func TestAccounts(t *testing.T) {
+	s := New()
+	defer s.Close()
+	for _, id := range []string{"a", "b"} {
+		s.PutDBInstance(DBInstance{Identifier: "db-" + id, Status: "available"})
+		s.PutDBCluster(DBCluster{Identifier: "cluster-" + id, Status: "available", Tags: map[string]string{"team": id}})
+		s.PutEC2Instance(EC2Instance{ID: "i-" + id, State: "running"})
+	}
+	s.SetAccount("ASIAA", "db-a", "cluster-a", "i-a")
+	ask := func(key, service, action, version string, extra ...string) string {
+		t.Helper()
+		form := url.Values{"Action": {action}, "Version": {version}}
+		for i := 0; i < len(extra); i += 2 {
+			form.Set(extra[i], extra[i+1])
+		}
+		_, body := post(t, s, signedBy(key, service), form)
+		return body
+	}
+	for _, c := range []struct {
+		key, service, action, version string
+		see, miss                     []string
+	}{
+		{"ASIAA", "rds", DescribeDBInstances, rdsVersion, []string{"<DBInstanceIdentifier>db-a<"}, []string{"db-b"}},
+		{"ASIAA", "rds", DescribeDBClusters, rdsVersion, []string{"<DBClusterIdentifier>cluster-a<", "<Key>team</Key><Value>a</Value>"}, []string{"cluster-b"}},
+		{"ASIAA", "ec2", DescribeInstances, ec2Version, []string{"<instanceId>i-a<"}, []string{"i-b"}},
+		// A key without an account sees everything.
+		{"AKIDEXAMPLE", "rds", DescribeDBInstances, rdsVersion, []string{"db-a", "db-b"}, nil},
+	} {
+		body := ask(c.key, c.service, c.action, c.version)
+		wantBody(t, c.key+" "+c.action, body, c.see...)
+		for _, m := range c.miss {
+			if strings.Contains(body, m) {
+				t.Errorf("%s %s: sees %s, outside its account: %s", c.key, c.action, m, body)
+			}
+		}
+	}
+	// Naming an instance of another account is as naming none that exists.
+	wantBody(t, "other account's instance", ask("ASIAA", "ec2", DescribeInstances, ec2Version, "InstanceId.1", "i-b"),
+		"<Code>InvalidInstanceID.NotFound</Code>")
+	if n, other := s.CallsBy(DescribeDBInstances, "ASIAA"), s.CallsBy(DescribeDBInstances, "AKIDEXAMPLE"); n != 1 || other != 1 {
+		t.Errorf("DescribeDBInstances by ASIAA = %d and by AKIDEXAMPLE = %d, want 1 each", n, other)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // apiError is an AWS error code and message.
@@ -181,6 +182,7 @@ type rdsClusterXML struct {
 	Status              string         `xml:"Status"`
 	Engine              string         `xml:"Engine"`
 	Members             []rdsMemberXML `xml:"DBClusterMembers>DBClusterMember"`
+	TagList             []rdsTag       `xml:"TagList>Tag"`
 }
 
 type describeDBClustersResponse struct {
@@ -242,8 +244,28 @@ func (s *Server) rdsPage(form url.Values, action, idField string, all []string, 
 	return page(ids, form.Get("Marker"), size, s.pageLimit, s.repeat[action])
 }
 
-func (s *Server) describeDBInstances(form url.Values) (any, *apiError) {
-	ids, next, aerr := s.rdsPage(form, DescribeDBInstances, "DBInstanceIdentifier", slices.Sorted(maps.Keys(s.instances)),
+// visible are the keys of m that sees lets the caller see, sorted.
+func visible[V any](m map[string]V, sees func(string) bool) []string {
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(m)) {
+		if sees(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// rdsTags is a TagList, by key.
+func rdsTags(tags map[string]string) []rdsTag {
+	var out []rdsTag
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		out = append(out, rdsTag{Key: k, Value: tags[k]})
+	}
+	return out
+}
+
+func (s *Server) describeDBInstances(form url.Values, sees func(string) bool) (any, *apiError) {
+	ids, next, aerr := s.rdsPage(form, DescribeDBInstances, "DBInstanceIdentifier", visible(s.instances, sees),
 		apiError{"DBInstanceNotFound", "DBInstance %s not found."},
 		func(id string) (string, string) { return id, s.instances[id].Cluster })
 	if aerr != nil {
@@ -260,16 +282,14 @@ func (s *Server) describeDBInstances(form url.Values) (any, *apiError) {
 		if i.Address != "" {
 			x.Endpoint = &rdsEndpoint{Address: i.Address, Port: i.Port, HostedZoneID: "Z29XKXDKYMONMX"}
 		}
-		for _, k := range slices.Sorted(maps.Keys(i.Tags)) {
-			x.TagList = append(x.TagList, rdsTag{Key: k, Value: i.Tags[k]})
-		}
+		x.TagList = rdsTags(i.Tags)
 		resp.Instances = append(resp.Instances, x)
 	}
 	return resp, nil
 }
 
-func (s *Server) describeDBClusters(form url.Values) (any, *apiError) {
-	ids, next, aerr := s.rdsPage(form, DescribeDBClusters, "DBClusterIdentifier", slices.Sorted(maps.Keys(s.clusters)),
+func (s *Server) describeDBClusters(form url.Values, sees func(string) bool) (any, *apiError) {
+	ids, next, aerr := s.rdsPage(form, DescribeDBClusters, "DBClusterIdentifier", visible(s.clusters, sees),
 		apiError{"DBClusterNotFoundFault", "DBCluster %s not found."},
 		func(id string) (string, string) { return "", id })
 	if aerr != nil {
@@ -278,7 +298,7 @@ func (s *Server) describeDBClusters(form url.Values) (any, *apiError) {
 	resp := describeDBClustersResponse{Xmlns: rdsNamespace, Marker: next, RequestID: requestID}
 	for _, id := range ids {
 		c := s.clusters[id]
-		x := rdsClusterXML{DBClusterIdentifier: c.Identifier, Status: c.Status, Engine: "aurora-postgresql"}
+		x := rdsClusterXML{DBClusterIdentifier: c.Identifier, Status: c.Status, Engine: "aurora-postgresql", TagList: rdsTags(c.Tags)}
 		for _, m := range c.Members {
 			x.Members = append(x.Members, rdsMemberXML{DBInstanceIdentifier: m.Instance, IsClusterWriter: m.Writer, PromotionTier: 1})
 		}
@@ -351,7 +371,7 @@ func ec2FilterMatch(fs []filter, i EC2Instance) (bool, *apiError) {
 	return true, nil
 }
 
-func (s *Server) describeInstances(form url.Values) (any, *apiError) {
+func (s *Server) describeInstances(form url.Values, sees func(string) bool) (any, *apiError) {
 	ids := listParam(form, "InstanceId")
 	if len(ids) > 0 && form.Get("MaxResults") != "" {
 		return nil, &apiError{"InvalidParameterCombination", "The parameter instancesSet cannot be used with the parameter maxResults"}
@@ -362,13 +382,13 @@ func (s *Server) describeInstances(form url.Values) (any, *apiError) {
 		return nil, aerr
 	}
 	for _, id := range ids {
-		if _, ok := s.ec2[id]; !ok {
+		if _, ok := s.ec2[id]; !ok || !sees(id) {
 			return nil, &apiError{"InvalidInstanceID.NotFound", fmt.Sprintf("The instance ID '%s' does not exist", id)}
 		}
 	}
 	fs := filters(form, "Filter", "Value")
 	var match []string
-	for _, id := range slices.Sorted(maps.Keys(s.ec2)) {
+	for _, id := range visible(s.ec2, sees) {
 		ok, aerr := ec2FilterMatch(fs, s.ec2[id])
 		if aerr != nil {
 			return nil, aerr
@@ -397,4 +417,48 @@ func (s *Server) describeInstances(form url.Values) (any, *apiError) {
 		})
 	}
 	return resp, nil
+}
+
+type stsCredentials struct {
+	AccessKeyID     string `xml:"AccessKeyId"`
+	SecretAccessKey string `xml:"SecretAccessKey"`
+	SessionToken    string `xml:"SessionToken"`
+	Expiration      string `xml:"Expiration"`
+}
+
+type assumeRoleResponse struct {
+	XMLName       xml.Name       `xml:"AssumeRoleResponse"`
+	Xmlns         string         `xml:"xmlns,attr"`
+	AssumedArn    string         `xml:"AssumeRoleResult>AssumedRoleUser>Arn"`
+	AssumedRoleID string         `xml:"AssumeRoleResult>AssumedRoleUser>AssumedRoleId"`
+	Credentials   stsCredentials `xml:"AssumeRoleResult>Credentials"`
+	RequestID     string         `xml:"ResponseMetadata>RequestId"`
+}
+
+// sessionLifetime is how long assumed-role credentials last: AWS's default.
+const sessionLifetime = time.Hour
+
+// assumeRole answers the credentials of a role added with AddRole, and
+// AccessDenied for any other, as AWS answers a role that does not exist or
+// does not trust the caller.
+func (s *Server) assumeRole(form url.Values) (any, *apiError) {
+	role, session := form.Get("RoleArn"), form.Get("RoleSessionName")
+	if role == "" || session == "" {
+		return nil, &apiError{"ValidationError", "RoleArn and RoleSessionName are required"}
+	}
+	key, ok := s.roles[role]
+	if !ok {
+		return nil, &apiError{"AccessDenied", notAuthorized("sts:AssumeRole", role)}
+	}
+	name := role[strings.LastIndex(role, "/")+1:]
+	return assumeRoleResponse{
+		Xmlns:         "https://sts.amazonaws.com/doc/2011-06-15/",
+		AssumedArn:    "arn:aws:sts::123456789012:assumed-role/" + name + "/" + session,
+		AssumedRoleID: "AROAEXAMPLE:" + session,
+		Credentials: stsCredentials{
+			AccessKeyID: key, SecretAccessKey: "secret-" + key, SessionToken: "session-" + key,
+			Expiration: time.Now().Add(sessionLifetime).UTC().Format(time.RFC3339),
+		},
+		RequestID: requestID,
+	}, nil
 }
