@@ -44,6 +44,12 @@ const (
 	// Services no addresses of were not published; status.endpoints.notServed counts them.
 	ReasonFamilyNotServed = "FamilyNotServed"
 
+	// ReasonProviderNotAdmitted: a source names a BackendProvider that does
+	// not exist, is of another kind, does not admit the namespace or the
+	// service, or names none where the controller requires one; nothing
+	// is published for it, and what it published is withdrawn.
+	ReasonProviderNotAdmitted = "ProviderNotAdmitted"
+
 	// ReasonServiceConflict: a Service of that name exists that this ExternalBackend does not own.
 	ReasonServiceConflict = "ServiceConflict"
 	// ReasonWriteFailed: writing the Service or an EndpointSlice failed; it is retried.
@@ -51,4 +57,16 @@ const (
 	// ReasonReadFailed: reading the Service, the EndpointSlices or the
 	// cluster's ServiceCIDRs failed; it is retried.
 	ReasonReadFailed = "ReadFailed"
+)
+
+// Reasons of a BackendProvider's Ready condition.
+const (
+	// ReasonProviderReady: the provider's settings and Secrets can be used.
+	ReasonProviderReady = "Ready"
+	// ReasonSecretNotFound: a Secret (or a key of it) the provider names is
+	// missing from the controller's namespace.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonInvalidProvider: a setting cannot be used as written (a CA
+	// that is not PEM, a selector that does not parse).
+	ReasonInvalidProvider = "InvalidProvider"
 )

@@ -181,6 +181,14 @@ type Source struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
+	// providerRef names the BackendProvider (cluster-scoped, owned by the
+	// platform team) the source publishes through: its connection, and its
+	// rules on which namespaces, services and addresses it serves. A source
+	// without one uses the controller's own connection, which only an
+	// install started with --allow-sources-without-provider permits.
+	// +optional
+	ProviderRef *ProviderReference `json:"providerRef,omitempty"`
+
 	// static lists fixed addresses.
 	// +optional
 	Static *StaticSource `json:"static,omitempty"`
@@ -200,6 +208,16 @@ type Source struct {
 	// awsEC2 reads EC2 instances by ID or tag.
 	// +optional
 	AWSEC2 *AWSEC2Source `json:"awsEC2,omitempty"`
+}
+
+// ProviderReference names a BackendProvider.
+type ProviderReference struct {
+	// name of the BackendProvider.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
 }
 
 // StaticSource is a fixed list of endpoints.

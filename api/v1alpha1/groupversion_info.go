@@ -13,7 +13,7 @@ import (
 )
 
 var (
-	// GroupVersion is the API group and version of ExternalBackend.
+	// GroupVersion is the API group and version of ExternalBackend and BackendProvider.
 	GroupVersion = schema.GroupVersion{Group: "backendslice.io", Version: "v1alpha1"}
 
 	// SchemeBuilder adds the types of this group to a scheme.
@@ -24,7 +24,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ExternalBackend{}, &ExternalBackendList{})
+	s.AddKnownTypes(GroupVersion, &ExternalBackend{}, &ExternalBackendList{}, &BackendProvider{}, &BackendProviderList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

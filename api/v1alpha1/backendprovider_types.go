@@ -1,0 +1,233 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BackendProviderSpec describes one connection the platform team offers
+// (a Consul cluster, an AWS account and region, a set of DNS resolvers, or
+// a range of fixed addresses) and the namespaces that may publish through it.
+// Exactly one kind is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.static), has(self.dns), has(self.consul), has(self.aws)].filter(x, x).size() == 1",message="spec: set exactly one of static, dns, consul, aws"
+// +kubebuilder:validation:XValidation:rule="!has(self.static) || (has(self.allowedCIDRs) && self.allowedCIDRs.size() > 0)",message="spec.allowedCIDRs: a static provider must list the networks its namespaces may publish; fixed addresses are otherwise unbounded"
+type BackendProviderSpec struct {
+	// static admits static sources: no connection, only the namespaces and
+	// the address ranges (allowedCIDRs) they may publish.
+	// +optional
+	Static *StaticProvider `json:"static,omitempty"`
+
+	// dns is a set of resolvers for dns sources.
+	// +optional
+	DNS *DNSProvider `json:"dns,omitempty"`
+
+	// consul is a Consul cluster (an agent's HTTP API) for consul sources.
+	// +optional
+	Consul *ConsulProvider `json:"consul,omitempty"`
+
+	// aws is an AWS account and region for awsRDS and awsEC2 sources.
+	// +optional
+	AWS *AWSProvider `json:"aws,omitempty"`
+
+	// namespaces that may name this provider in a source's providerRef.
+	// +required
+	Namespaces NamespaceSelection `json:"namespaces"`
+
+	// allowedCIDRs are the only networks an endpoint published through this
+	// provider may be in: fixed addresses and every address a source
+	// resolves to. Unset allows any address outside the controller's deny
+	// list (metadata services, the cluster's own Service and Pod ranges);
+	// a static provider must set it.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="self.all(c, isCIDR(c))",message="spec.allowedCIDRs: every entry must be a CIDR such as 192.0.2.0/24 or 2001:db8::/64"
+	AllowedCIDRs []string `json:"allowedCIDRs,omitempty"`
+}
+
+// NamespaceSelection names the namespaces admitted to a provider: those
+// listed by name, and those whose labels match the selector. At least one
+// is set; an empty selector ({}) admits every namespace.
+// +kubebuilder:validation:XValidation:rule="has(self.names) || has(self.selector)",message="spec.namespaces: set names, selector or both; a provider no namespace may use serves nothing"
+type NamespaceSelection struct {
+	// names of namespaces admitted.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Names []string `json:"names,omitempty"`
+
+	// selector admits the namespaces whose labels match it. A namespace
+	// whose labels change so that it no longer matches loses its access at
+	// once: what it published through this provider is withdrawn.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// StaticProvider admits static sources. It has no settings of its own: the
+// provider's allowedCIDRs bound the addresses they may publish.
+type StaticProvider struct{}
+
+// DNSProvider is a set of DNS resolvers.
+type DNSProvider struct {
+	// resolvers to ask, host:port (port 53 when left out), in turn. Unset
+	// uses the controller's --dns-resolvers.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=261
+	Resolvers []string `json:"resolvers,omitempty"`
+}
+
+// SecretKeyReference names one key of a Secret in the controller's own
+// namespace: the controller reads no Secret anywhere else.
+type SecretKeyReference struct {
+	// name of the Secret, in the namespace the controller runs in.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key in the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// ConsulProvider is a connection to one Consul cluster.
+type ConsulProvider struct {
+	// address of the Consul agent's HTTP API: host:port, or a URL whose
+	// https:// scheme turns TLS on.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^(https?://)?[A-Za-z0-9.:\[\]-]+(:[0-9]+)?/?$`
+	Address string `json:"address"`
+
+	// tokenSecretRef holds the ACL token. A rotated Secret is used from the
+	// next query on, without a restart.
+	// +optional
+	TokenSecretRef *SecretKeyReference `json:"tokenSecretRef,omitempty"`
+
+	// tls verifies the agent's certificate; setting it implies https.
+	// +optional
+	TLS *ConsulTLS `json:"tls,omitempty"`
+
+	// datacenter queried where a source names none; the agent's own when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_-]+$`
+	Datacenter string `json:"datacenter,omitempty"`
+
+	// allowedServices are globs ("payments-*", "*") of the Consul services
+	// sources may read through this provider. Unset allows every service
+	// the token can read.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9_.*?-]+$`
+	AllowedServices []string `json:"allowedServices,omitempty"`
+}
+
+// ConsulTLS verifies a Consul agent's certificate.
+type ConsulTLS struct {
+	// caSecretRef holds the PEM certificates of the CAs that sign the
+	// agent's certificate; unset uses the system's.
+	// +optional
+	CASecretRef *SecretKeyReference `json:"caSecretRef,omitempty"`
+
+	// serverName is the name verified in the agent's certificate when it
+	// differs from the host in address.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServerName string `json:"serverName,omitempty"`
+}
+
+// AWSProvider is an AWS account and region, reached with the controller's
+// own credentials or a role it assumes.
+type AWSProvider struct {
+	// region of the instances and clusters, for example eu-west-1. Sources
+	// through this provider read this region.
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}$`
+	Region string `json:"region"`
+
+	// assumeRoleARN is assumed (through STS) to read the account; unset
+	// reads with the controller's own identity.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]+$`
+	AssumeRoleARN string `json:"assumeRoleARN,omitempty"`
+
+	// endpointURL replaces the region's RDS, EC2 and STS endpoints (a VPC
+	// endpoint, or a test server).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^https?://`
+	EndpointURL string `json:"endpointURL,omitempty"`
+
+	// consentTag, when set, publishes only the instances and clusters that
+	// carry this tag with the source's namespace in its comma-separated
+	// value (for example backendslice.io/namespaces=payments,billing): the
+	// owner of the database agrees to its publication, as with a Gateway
+	// API ReferenceGrant.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ConsentTag string `json:"consentTag,omitempty"`
+}
+
+// DefaultConsentTag is the tag key the documentation suggests for AWSProvider.ConsentTag.
+const DefaultConsentTag = "backendslice.io/namespaces"
+
+// BackendProviderStatus reports whether the provider is usable.
+type BackendProviderStatus struct {
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// kind is the provider's kind (static, dns, consul, aws), for listings.
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// conditions: Ready says whether the provider's settings and Secrets
+	// can be used.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// BackendProvider is a connection to a Consul cluster, an AWS account, a set
+// of DNS resolvers or a range of fixed addresses, owned by the platform
+// team, and the namespaces whose ExternalBackends may use it. Sources name
+// it in providerRef.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=bp,categories=backendslice
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.status.kind`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type BackendProvider struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec BackendProviderSpec `json:"spec"`
+	// +optional
+	Status BackendProviderStatus `json:"status,omitempty"`
+}
+
+// BackendProviderList is a list of BackendProviders.
+// +kubebuilder:object:root=true
+type BackendProviderList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BackendProvider `json:"items"`
+}
