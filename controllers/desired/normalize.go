@@ -26,6 +26,12 @@ type SourceResult struct {
 	// transiently: they are published as they were, each with the health
 	// this source gave.
 	Held bool
+	// Allowed, where Restricted, are the only networks this source's
+	// endpoints may be in: the allowedCIDRs of the BackendProvider it
+	// publishes through. A name cannot be checked against them, so a
+	// restricted source publishes no FQDN endpoint.
+	Allowed    []netip.Prefix
+	Restricted bool
 }
 
 // Policy says what may be published.
@@ -73,6 +79,9 @@ func Normalize(results []SourceResult, pol Policy) ([]Endpoint, []Dropped) {
 		}
 		for _, pe := range r.Endpoints {
 			e, reason := normalizeOne(pe, want, pol)
+			if reason == "" && r.Restricted {
+				reason = outsideAllowed(e, r.Allowed)
+			}
 			if reason != "" {
 				dropped = append(dropped, Dropped{Source: r.Name, Address: pe.Address, Reason: reason})
 				continue
@@ -120,6 +129,21 @@ func normalizeOne(pe providers.Endpoint, want map[discoveryv1.AddressType]bool, 
 	}
 	e.Ports = endpointPorts(pol.Ports, pe.Port)
 	return e, ""
+}
+
+// outsideAllowed names why e is outside the networks its source's
+// provider allows, or is "" when it is inside one.
+func outsideAllowed(e Endpoint, allowed []netip.Prefix) string {
+	addr, err := netip.ParseAddr(e.Address)
+	if err != nil {
+		return "a DNS name cannot be checked against the BackendProvider's allowedCIDRs; publish addresses, or use a provider without allowedCIDRs"
+	}
+	for _, p := range allowed {
+		if p.Contains(addr) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("outside the networks the BackendProvider allows (spec.allowedCIDRs %v); ask the platform team to allow it, or remove it", allowed)
 }
 
 // asciiLower is r in lower case if it is an ASCII letter, else r.

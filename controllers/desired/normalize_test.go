@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -524,5 +525,40 @@ func TestNormalizeHeldAnswer(t *testing.T) {
 	got, _ := Normalize(results, Policy{AddressTypes: []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4}})
 	if len(got) != 2 || got[0].Address != "192.0.2.1" || !got[0].Serving || got[1].Address != "192.0.2.2" {
 		t.Errorf("Normalize = %+v, want 192.0.2.1 serving (held from dns) and 192.0.2.2, nothing from the failed unheld source", got)
+	}
+}
+
+// TestNormalizeAllowedNetworks: a source through a BackendProvider with
+// allowedCIDRs publishes only addresses inside them, and no names; an
+// unrestricted source next to it is not narrowed.
+func TestNormalizeAllowedNetworks(t *testing.T) {
+	allowed := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8::/64")}
+	eps := func(addrs ...string) []providers.Endpoint {
+		var out []providers.Endpoint
+		for _, a := range addrs {
+			out = append(out, providers.Endpoint{Address: a, Serving: true})
+		}
+		return out
+	}
+	got, dropped := Normalize([]SourceResult{
+		{Name: "tenant", Restricted: true, Allowed: allowed, Endpoints: eps("192.0.2.7", "198.51.100.7", "2001:db8::7", "2001:db8:1::7", "db.example.com")},
+		{Name: "locked", Restricted: true, Endpoints: eps("203.0.113.9")},
+		{Name: "open", Endpoints: eps("198.51.100.8")},
+	}, Policy{AddressTypes: []v1alpha1.AddressType{"IPv4", "IPv6", "FQDN"}})
+	var published, refused []string
+	for _, e := range got {
+		published = append(published, e.Address)
+	}
+	for _, d := range dropped {
+		refused = append(refused, d.Source+"/"+d.Address)
+		if !strings.Contains(d.Reason, "allowedCIDRs") {
+			t.Errorf("%s dropped for %q, want a reason naming allowedCIDRs", d.Address, d.Reason)
+		}
+	}
+	if want := []string{"192.0.2.7", "2001:db8::7", "198.51.100.8"}; !slices.Equal(published, want) {
+		t.Errorf("published %v, want %v", published, want)
+	}
+	if want := []string{"tenant/198.51.100.7", "tenant/2001:db8:1::7", "tenant/db.example.com", "locked/203.0.113.9"}; !slices.Equal(refused, want) {
+		t.Errorf("dropped %v, want %v", refused, want)
 	}
 }
