@@ -52,6 +52,13 @@ build: ## Build bin/backendslice (the controller, as shipped) and bin/backendsli
 	$(GO) build -o $(BIN)/backendslice .
 	$(GO) build -o $(BIN)/backendslice-demo ./cmd/backendslice-demo
 
+# More cmd/build-image flags: -tarball bin/image.tar, -version 0.2.0, -platforms linux/amd64.
+IMAGE_ARGS ?=
+
+.PHONY: image
+image: ## Build the controller image (linux/amd64 and arm64, no Docker) into the OCI layout bin/image/ and print its digest.
+	$(GO) run ./cmd/build-image -out $(BIN)/image $(IMAGE_ARGS)
+
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy code for api/ (controller-gen object).
 	$(CONTROLLER_GEN) object paths=./api/...
