@@ -41,6 +41,14 @@ type Config struct {
 	// ReconcileTimeout bounds one whole reconcile: the sources (resolved at
 	// once), the reads and the writes; the status patch has its own.
 	ReconcileTimeout time.Duration
+	// AllowSourcesWithoutProvider lets a source that names no
+	// BackendProvider publish through the controller's own connections
+	// (its flags), as before BackendProviders existed. Off, such a source
+	// is refused: only the platform team's providers can be used.
+	AllowSourcesWithoutProvider bool
+	// Namespace is the controller's own: the only one whose Secrets it
+	// reads (those BackendProviders name).
+	Namespace string
 	// Coalesce folds bursts of provider changes into one write; off when
 	// its quiet time is zero.
 	Coalesce coalesce.Window

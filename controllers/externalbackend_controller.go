@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-playground/validator/v10"
@@ -121,11 +122,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return ctrl.Result{}, nil
 }
 
-// sync runs the steps, each taking what the one before returned: resolve
-// the sources, read what is published, decide what to publish, write the
+// sync runs the steps, each taking what the one before returned: admit
+// the sources, resolve them, read what is published, decide what to publish, write the
 // Service, write the slices.
 func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) report {
-	res := r.resolveSources(ctx, xb)
+	gates, err := r.admit(ctx, xb)
+	if err != nil {
+		return report{syncErr: err}
+	}
+	res := r.resolveSources(ctx, xb, gates)
 	rep := report{results: res.results, requeueAfter: res.refreshAfter}
 	seen, err := r.observe(ctx, xb)
 	if err != nil {
@@ -182,6 +187,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.families = families
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ExternalBackend{}, providerRefIndex, providerRefs); err != nil {
+		return fmt.Errorf("indexing ExternalBackends by provider: %w", err)
+	}
 	r.validate = newValidator()
 	r.known = newByName[map[string]lastAnswer]()
 	r.bursts = newByName[coalesce.State]()
@@ -205,6 +213,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.WithPredicates(r.own[kindEndpointSlice].notEchoes())).
 		Named("externalbackend").
 		WithOptions(controller.Options{RateLimiter: retryLimiter[ctrl.Request](), MaxConcurrentReconciles: r.workers})
+	// Admission reads providers, namespaces and Secrets: a change to any
+	// of them can admit, refuse or reconnect a backend's sources.
+	b = b.Watches(&v1alpha1.BackendProvider{}, handler.EnqueueRequestsFromMapFunc(r.backendsUsing)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.backendsIn),
+			builder.WithPredicates(predicate.LabelChangedPredicate{}))
+	if r.Config.Namespace != "" {
+		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.backendsUsingSecret))
+	}
 	if cidrs {
 		// A family added or removed changes what every backend can publish.
 		b = b.Watches(&networkingv1.ServiceCIDR{}, handler.EnqueueRequestsFromMapFunc(r.everyBackend))
@@ -215,10 +231,53 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.Complete(r)
 }
 
+// providerRefIndex indexes ExternalBackends by the BackendProviders their
+// sources name.
+const providerRefIndex = "spec.sources.providerRef.name"
+
+// providerRefs are the BackendProviders xb's sources name.
+func providerRefs(o client.Object) []string {
+	xb, ok := o.(*v1alpha1.ExternalBackend)
+	if !ok {
+		return nil
+	}
+	var names []string
+	for _, src := range xb.Spec.Sources {
+		if src.ProviderRef != nil && !slices.Contains(names, src.ProviderRef.Name) {
+			names = append(names, src.ProviderRef.Name)
+		}
+	}
+	return names
+}
+
+// backendsUsing lists the ExternalBackends whose sources name the provider.
+func (r *Reconciler) backendsUsing(ctx context.Context, o client.Object) []ctrl.Request {
+	return r.backends(ctx, client.MatchingFields{providerRefIndex: o.GetName()})
+}
+
+// backendsIn lists the ExternalBackends of a namespace whose labels changed.
+func (r *Reconciler) backendsIn(ctx context.Context, o client.Object) []ctrl.Request {
+	return r.backends(ctx, client.InNamespace(o.GetName()))
+}
+
+// backendsUsingSecret lists the ExternalBackends whose providers read the Secret.
+func (r *Reconciler) backendsUsingSecret(ctx context.Context, o client.Object) []ctrl.Request {
+	var out []ctrl.Request
+	for _, p := range r.providersNaming(ctx, o) {
+		out = append(out, r.backends(ctx, client.MatchingFields{providerRefIndex: p.Name})...)
+	}
+	return out
+}
+
 // everyBackend lists every ExternalBackend, from the cache.
 func (r *Reconciler) everyBackend(ctx context.Context, _ client.Object) []ctrl.Request {
+	return r.backends(ctx)
+}
+
+// backends lists the ExternalBackends opts select, from the cache.
+func (r *Reconciler) backends(ctx context.Context, opts ...client.ListOption) []ctrl.Request {
 	var list v1alpha1.ExternalBackendList
-	if err := r.List(ctx, &list); err != nil {
+	if err := r.List(ctx, &list, opts...); err != nil {
 		// The cache lists without a round trip; it fails only while stopping.
 		return nil
 	}

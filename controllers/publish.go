@@ -131,13 +131,29 @@ type publication struct {
 // vanished endpoints draining, and, while the coalescing window holds a
 // provider change back, what is published now.
 func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBackend, res resolved, seen observed) publication {
-	current, dropped := desired.Normalize(res.results, desired.Policy{
+	pol := desired.Policy{
 		AddressTypes:   xb.Spec.AddressTypes,
 		DeniedPrefixes: r.Config.DeniedPrefixes,
 		DeniedNames:    r.Config.DeniedNames,
 		ClusterDomain:  r.Config.ClusterDomain,
 		Ports:          xb.Spec.Service.Ports,
-	})
+	}
+	current, dropped := desired.Normalize(res.results, pol)
+	// What must not be published any more leaves at once, whatever the
+	// drain period or the coalescing window say: the addresses of refused
+	// sources, those dropped this pass (an allowedCIDRs narrowed), and
+	// anything the deny list refuses now.
+	leaving := sets.New[string]()
+	for _, d := range dropped {
+		leaving.Insert(canonicalAddress(d.Address))
+	}
+	answered := sets.New[string]()
+	for _, e := range current {
+		answered.Insert(e.Address)
+	}
+	withdrawn := func(e desired.Endpoint) bool {
+		return !answered.Has(e.Address) && (res.withdrawn.Has(e.Address) || leaving.Has(e.Address) || pol.Denies(e) != "")
+	}
 	served := func(t discoveryv1.AddressType) bool { return seen.served.Has(corev1.IPFamily(t)) }
 	current, notServed := desired.OnlyServed(current, served)
 	key := client.ObjectKeyFromObject(xb)
@@ -153,6 +169,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		Now:          r.Clock.Now(),
 		Period:       r.drainPeriod(xb),
 		HoldVanished: res.holdVanished,
+		Withdrawn:    withdrawn,
 	})
 	r.drains.set(key, drained.Draining)
 	pub := publication{
@@ -170,7 +187,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 	if wait, hold := r.holdBack(xb, pub.endpoints); hold {
 		log.FromContext(ctx).V(1).Info("holding a provider change in the coalescing window", "for", wait)
 		r.Metrics.heldBack()
-		pub.endpoints = desired.FromSlices(seen.slices)
+		pub.endpoints = slices.DeleteFunc(desired.FromSlices(seen.slices), withdrawn)
 		pub.draining = draining
 		pub.held = true
 		pub.requeueAfter = earliest(pub.requeueAfter, wait)

@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"hash/fnv"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,6 +43,9 @@ type resolved struct {
 	holdVanished bool
 	// refreshAfter is the earliest time a provider wants to be asked again.
 	refreshAfter time.Duration
+	// withdrawn are the addresses that sources refused by admission
+	// published: they leave at once, neither held nor drained.
+	withdrawn sets.Set[string]
 }
 
 // sourceHash identifies a source's spec. Marshalling a typed struct cannot fail.
@@ -49,10 +56,12 @@ func sourceHash(src v1alpha1.Source) uint64 {
 	return h.Sum64()
 }
 
-// resolveSources asks every source for its endpoints, all at once so that
-// slow sources cost the time of the slowest, not their sum. A failing source
-// does not stop the others: it keeps its last answer for the same spec.
-func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBackend) resolved {
+// resolveSources asks every admitted source for its endpoints (gates come
+// from admit), all at once so that slow sources cost the time of the
+// slowest, not their sum. A failing source does not stop the others: it
+// keeps its last answer for the same spec. A refused source is asked
+// nothing, and what it published is withdrawn.
+func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBackend, gates []gate) resolved {
 	key := client.ObjectKeyFromObject(xb)
 	previous, _ := r.known.get(key)
 	type reply struct {
@@ -61,24 +70,48 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 	}
 	replies := make([]reply, len(xb.Spec.Sources))
 	var wg sync.WaitGroup
+	var admitted []v1alpha1.Source
 	for i, src := range xb.Spec.Sources {
+		g := gates[i]
+		switch {
+		case g.refused != nil:
+			replies[i].err = providers.Terminalf(v1alpha1.ReasonProviderNotAdmitted, "%s", g.refused.Message)
+			continue
+		case g.unusable != nil:
+			replies[i].err = providers.Terminalf(v1alpha1.ReasonProviderNotAvailable,
+				"spec.sources[%s].providerRef: %v; the platform team must fix the BackendProvider (kubectl get bp %s)", src.Name, g.unusable, src.ProviderRef.Name)
+			admitted = append(admitted, src)
+			continue
+		}
+		admitted = append(admitted, src)
 		wg.Go(func() {
 			rctx, cancel := context.WithTimeout(ctx, r.Config.ResolveTimeout)
 			defer cancel()
 			res, err := r.Providers.Resolve(rctx, providers.Request{
-				Namespace: xb.Namespace, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes,
+				Namespace: xb.Namespace, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes, Connection: g.conn,
 			})
 			replies[i] = reply{res, err}
 		})
 	}
 	wg.Wait()
 
-	var out resolved
+	out := resolved{withdrawn: sets.New[string]()}
 	answers := make(map[string]lastAnswer, len(xb.Spec.Sources))
 	for i, src := range xb.Spec.Sources {
 		res, err := replies[i].res, replies[i].err
 		spec := sourceHash(src)
-		result := desired.SourceResult{Name: src.Name, Endpoints: res.Endpoints, Err: err}
+		result := desired.SourceResult{Name: src.Name, Endpoints: res.Endpoints, Err: err,
+			Allowed: gates[i].allowed, Restricted: gates[i].restricted}
+		if gates[i].refused != nil {
+			// Not held, unlike a failing provider's: the platform team
+			// took the access away.
+			for _, e := range previous[src.Name].endpoints {
+				out.withdrawn.Insert(canonicalAddress(e.Address))
+			}
+			answers[src.Name] = lastAnswer{spec: spec}
+			out.results = append(out.results, result)
+			continue
+		}
 		switch {
 		case err == nil:
 			answers[src.Name] = lastAnswer{spec: spec, endpoints: res.Endpoints}
@@ -108,8 +141,18 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 		out.results = append(out.results, result)
 	}
 	r.known.set(key, answers)
-	r.Providers.Forget(key, xb.Spec.Sources...)
+	// Providers keep watches and listings only for admitted sources.
+	r.Providers.Forget(key, admitted...)
 	return out
+}
+
+// canonicalAddress is an address as normalisation publishes it, so that a
+// provider's answer can be matched with a published endpoint.
+func canonicalAddress(a string) string {
+	if ip, err := netip.ParseAddr(a); err == nil {
+		return ip.Unmap().String()
+	}
+	return strings.ToLower(strings.TrimSuffix(a, "."))
 }
 
 // drainPeriod is the spec's drain period, or the controller's default.

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers/tenancy"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -79,11 +80,11 @@ func TestResolveHoldsAcrossFailures(t *testing.T) {
 			r := newResolver(t, p)
 			xb := staticXB("192.0.2.1")
 
-			if res := r.resolveSources(context.Background(), xb); res.holdVanished || res.results[0].Err != nil {
+			if res := r.resolveSources(context.Background(), xb, admitted(xb)); res.holdVanished || res.results[0].Err != nil {
 				t.Fatalf("answering source: %+v", res)
 			}
 			p.err = failure
-			res := r.resolveSources(context.Background(), xb)
+			res := r.resolveSources(context.Background(), xb, admitted(xb))
 			if !res.results[0].Held || len(res.results[0].Endpoints) != 1 || res.holdVanished {
 				t.Errorf("known answer not held: %+v", res)
 			}
@@ -91,14 +92,14 @@ func TestResolveHoldsAcrossFailures(t *testing.T) {
 			// A restart: nothing known. Every pass while it fails holds.
 			r = newResolver(t, p)
 			for pass := range 3 {
-				if res := r.resolveSources(context.Background(), xb); !res.holdVanished || res.results[0].Held {
+				if res := r.resolveSources(context.Background(), xb, admitted(xb)); !res.holdVanished || res.results[0].Held {
 					t.Errorf("pass %d after a restart: holdVanished=%v held=%v, want the published endpoints held", pass, res.holdVanished, res.results[0].Held)
 				}
 			}
 
 			// Edited while failing: the old target is not held.
 			xb.Spec.Sources[0].Static.Endpoints[0].Address = "192.0.2.2"
-			if res := r.resolveSources(context.Background(), xb); res.holdVanished || res.results[0].Held {
+			if res := r.resolveSources(context.Background(), xb, admitted(xb)); res.holdVanished || res.results[0].Held {
 				t.Errorf("source edited while failing: holdVanished=%v held=%v, want its old endpoints to drain", res.holdVanished, res.results[0].Held)
 			}
 		})
@@ -107,15 +108,15 @@ func TestResolveHoldsAcrossFailures(t *testing.T) {
 		p := &scripted{eps: answer}
 		r := newResolver(t, p)
 		xb := staticXB("192.0.2.1")
-		r.resolveSources(context.Background(), xb)
+		r.resolveSources(context.Background(), xb, admitted(xb))
 		p.err = providers.Gone(v1alpha1.ReasonBackendNotFound, errors.New("NXDOMAIN"))
 		for pass := range 2 {
-			if res := r.resolveSources(context.Background(), xb); res.holdVanished || res.results[0].Held {
+			if res := r.resolveSources(context.Background(), xb, admitted(xb)); res.holdVanished || res.results[0].Held {
 				t.Errorf("pass %d: a gone backend's endpoints are held", pass)
 			}
 		}
 		p.err = providers.Transient(errors.New("timeout"))
-		if res := r.resolveSources(context.Background(), xb); res.holdVanished {
+		if res := r.resolveSources(context.Background(), xb, admitted(xb)); res.holdVanished {
 			t.Error("a failure after a gone answer holds the drained endpoints again")
 		}
 	})
@@ -130,7 +131,7 @@ func TestResolveAsksSourcesAtOnce(t *testing.T) {
 	for i := range 16 {
 		addrs = append(addrs, "192.0.2."+string(rune('a'+i)))
 	}
-	res := r.resolveSources(context.Background(), staticXB(addrs...))
+	res := r.resolveSources(context.Background(), staticXB(addrs...), make([]gate, len(addrs)))
 	if p.most != 16 {
 		t.Errorf("at most %d sources were asked at once, want all 16", p.most)
 	}
@@ -138,5 +139,44 @@ func TestResolveAsksSourcesAtOnce(t *testing.T) {
 		if s.Err == nil {
 			t.Errorf("source %s answered, want its timeout", s.Name)
 		}
+	}
+}
+
+// admitted is the gates of a backend whose every source is admitted
+// without a connection of its own.
+func admitted(xb *v1alpha1.ExternalBackend) []gate { return make([]gate, len(xb.Spec.Sources)) }
+
+// TestResolveRefusedSourceIsWithdrawn: a source that admission refuses
+// is asked nothing, holds nothing (unlike a failing one), and what it
+// published before is withdrawn; admitted again, it is asked again.
+func TestResolveRefusedSourceIsWithdrawn(t *testing.T) {
+	p := &scripted{eps: []providers.Endpoint{{Address: "::ffff:192.0.2.1", Serving: true}}}
+	r := newResolver(t, p)
+	xb := staticXB("192.0.2.1")
+	if res := r.resolveSources(context.Background(), xb, admitted(xb)); res.results[0].Err != nil || len(res.withdrawn) != 0 {
+		t.Fatalf("admitted: %+v", res)
+	}
+	refused := []gate{{refused: &tenancy.Refusal{Provider: "p", Rule: tenancy.RuleNamespace, Message: "namespace ns is not admitted"}}}
+	p.mu.Lock()
+	p.most = 0
+	p.mu.Unlock()
+	for pass := range 2 {
+		res := r.resolveSources(context.Background(), xb, refused)
+		e := providers.AsError(res.results[0].Err)
+		if e == nil || e.Reason != v1alpha1.ReasonProviderNotAdmitted || res.results[0].Held || len(res.results[0].Endpoints) != 0 || res.holdVanished {
+			t.Fatalf("pass %d: refused source resolved to %+v", pass, res)
+		}
+		if want := pass == 0; res.withdrawn.Has("192.0.2.1") != want {
+			t.Errorf("pass %d: withdrawn %v, want 192.0.2.1 withdrawn only on the pass that refuses", pass, res.withdrawn)
+		}
+	}
+	p.mu.Lock()
+	calls := p.most
+	p.mu.Unlock()
+	if calls != 0 {
+		t.Errorf("the provider was asked %d time(s) for a refused source", calls)
+	}
+	if res := r.resolveSources(context.Background(), xb, admitted(xb)); res.results[0].Err != nil || len(res.results[0].Endpoints) != 1 {
+		t.Errorf("admitted again: %+v", res)
 	}
 }

@@ -103,10 +103,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		// Leaving at once on shutdown lets the next leader start sooner.
 		LeaderElectionReleaseOnCancel: true,
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipNameValidation)},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Service{}:            ourObjects,
-			&discoveryv1.EndpointSlice{}: ourObjects,
-		}},
+		Cache: cache.Options{ByObject: cachedObjects(ourObjects, opts.Config.Namespace)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -132,6 +129,9 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up controller: %w", err)
 	}
+	if err := r.setupProviderStatus(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the BackendProvider status controller: %w", err)
+	}
 	if err := mgr.Add(stopProviders(opts.Providers, opts.Waker)); err != nil {
 		return nil, err
 	}
@@ -142,6 +142,21 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// cachedObjects narrows the cache: Services and slices that carry our
+// label (a cluster's others are none of our business and could be many),
+// and Secrets of the controller's own namespace only, the one namespace
+// whose Secrets its Role lets it read.
+func cachedObjects(ours cache.ByObject, namespace string) map[client.Object]cache.ByObject {
+	by := map[client.Object]cache.ByObject{
+		&corev1.Service{}:            ours,
+		&discoveryv1.EndpointSlice{}: ours,
+	}
+	if namespace != "" {
+		by[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
+	}
+	return by
 }
 
 // familiesOfCluster picks how the controller learns which IP families the

@@ -30,6 +30,11 @@ type DrainInput struct {
 	// starting their drain: a source failed, so a missing endpoint may only be
 	// missing from the answer we did not get.
 	HoldVanished bool
+	// Withdrawn, when it returns true for a vanished endpoint, removes it
+	// at once: neither held nor drained. It is for endpoints that must not
+	// be published any longer (a revoked provider, a denied address), which
+	// a tenant's drain period must not keep.
+	Withdrawn func(Endpoint) bool
 }
 
 // DrainResult is what to publish.
@@ -57,7 +62,7 @@ func Drain(in DrainInput) DrainResult {
 	}
 	res := DrainResult{Endpoints: slices.Clone(in.Current)}
 	for _, e := range in.Published {
-		if current[e.key()] {
+		if current[e.key()] || (in.Withdrawn != nil && in.Withdrawn(e)) {
 			continue
 		}
 		if in.HoldVanished {

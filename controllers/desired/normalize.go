@@ -131,6 +131,21 @@ func normalizeOne(pe providers.Endpoint, want map[discoveryv1.AddressType]bool, 
 	return e, ""
 }
 
+// Denies names why the policy refuses an endpoint that is already
+// published (its address canonical), or is "" when it may stay. The deny
+// list can change while an endpoint is held, draining or coalesced, and
+// such an endpoint must leave at once.
+func (pol Policy) Denies(e Endpoint) string {
+	if e.AddressType == discoveryv1.AddressTypeFQDN {
+		return invalidName(e.Address, pol)
+	}
+	addr, err := netip.ParseAddr(e.Address)
+	if err != nil {
+		return "not an IP address"
+	}
+	return unsafeIP(addr, pol.DeniedPrefixes)
+}
+
 // outsideAllowed names why e is outside the networks its source's
 // provider allows, or is "" when it is inside one.
 func outsideAllowed(e Endpoint, allowed []netip.Prefix) string {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -52,6 +53,8 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.deniedCIDRs, "denied-cidrs", controllers.DefaultDeniedCIDRs(), "networks no endpoint may be in: cloud metadata addresses, and add the cluster's Pod and Service ranges")
 	fs.StringSliceVar(&f.manager.Config.DeniedNames, "denied-names", controllers.DefaultDeniedNames(), "DNS names no FQDN endpoint may have (*.example.com denies every name under it)")
 	fs.StringVar(&f.manager.Config.ClusterDomain, "cluster-domain", desired.DefaultClusterDomain, "the cluster's DNS domain: FQDN endpoints in it, or ending in .svc or .pod, are refused (a Service must not point back into the cluster)")
+	fs.BoolVar(&f.manager.Config.AllowSourcesWithoutProvider, "allow-sources-without-provider", false, "let sources that name no BackendProvider publish through this controller's own connections (the --consul-*, --aws-* and --dns-* flags) from any namespace, as before BackendProviders; off, only providers the platform team admitted a namespace to can be used")
+	fs.StringVar(&f.manager.Config.Namespace, "controller-namespace", os.Getenv("POD_NAMESPACE"), "the controller's own namespace, the only one whose Secrets (those BackendProviders name) it reads (default $POD_NAMESPACE)")
 	fs.DurationVar(&f.manager.Config.ResolveTimeout, "resolve-timeout", 10*time.Second, "longest time one provider call may take")
 	fs.DurationVar(&f.manager.Config.ReconcileTimeout, "reconcile-timeout", controllers.DefaultReconcileTimeout, "longest time one reconcile may take, its sources resolved at once (at least --resolve-timeout)")
 	fs.DurationVar(&f.manager.Config.Coalesce.Quiet, "coalesce-quiet", 0, "hold a provider change until the backend's endpoints have been quiet this long, folding a burst into one write per slice; 0 publishes every change at once")

@@ -57,6 +57,8 @@ func controllerFlags() []string {
 		"--aws-max-backoff", "50ms",
 		"--resolve-timeout", "3s",
 		"--zap-log-level", "info",
+		// The chaos backends name no BackendProvider.
+		"--allow-sources-without-provider",
 	}
 }
 

@@ -541,6 +541,8 @@ func startController(t *testing.T, cp *controlplane.ControlPlane) (client.Client
 			MaxEndpointsPerSlice: 100,
 			DefaultDrainPeriod:   30 * time.Second,
 			ResolveTimeout:       5 * time.Second,
+			// Its backend's source names no BackendProvider.
+			AllowSourcesWithoutProvider: true,
 		},
 		Providers:       reg,
 		MetricsRegistry: ours,

@@ -63,7 +63,9 @@ type Options struct {
 }
 
 // TestConfig is the controller configuration of the tests: the defaults plus
-// TestDenied.
+// TestDenied. The suites written before BackendProviders publish through
+// the controller's own connections (AllowSourcesWithoutProvider); the
+// tenancy suite turns it off, as the chart does.
 func TestConfig() controllers.Config {
 	var denied []netip.Prefix
 	for _, c := range append(controllers.DefaultDeniedCIDRs(), TestDenied) {
@@ -76,6 +78,8 @@ func TestConfig() controllers.Config {
 		DeniedNames:          controllers.DefaultDeniedNames(),
 		ResolveTimeout:       5 * time.Second,
 		ReconcileTimeout:     controllers.DefaultReconcileTimeout,
+		// The suites written before BackendProviders.
+		AllowSourcesWithoutProvider: true,
 	}
 }
 
