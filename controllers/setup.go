@@ -103,7 +103,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		// Leaving at once on shutdown lets the next leader start sooner.
 		LeaderElectionReleaseOnCancel: true,
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipNameValidation)},
-		Cache: cache.Options{ByObject: cachedObjects(ourObjects, opts.Config.Namespace)},
+		Cache:                         cache.Options{ByObject: cachedObjects(ourObjects, opts.Config.Namespace)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
