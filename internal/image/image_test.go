@@ -323,8 +323,8 @@ func checkImage(t *testing.T, img v1.Image, p v1.Platform, md image.Metadata) {
 	if bin == nil {
 		t.Fatal("no /backendslice")
 	}
-	if bin.hdr.Typeflag != tar.TypeReg || bin.hdr.Mode != 0o755 || bin.hdr.Uid != 65532 {
-		t.Errorf("/backendslice type %c mode %o uid %d, want a file, 0755, 65532", bin.hdr.Typeflag, bin.hdr.Mode, bin.hdr.Uid)
+	if bin.hdr.Typeflag != tar.TypeReg || bin.hdr.Mode != 0o755 || bin.hdr.Uid != 0 {
+		t.Errorf("/backendslice type %c mode %o uid %d, want a file, 0755, owned by root", bin.hdr.Typeflag, bin.hdr.Mode, bin.hdr.Uid)
 	}
 	ef, err := elf.NewFile(bytes.NewReader(bin.data))
 	if err != nil {

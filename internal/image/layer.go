@@ -40,10 +40,12 @@ type entry struct {
 
 // newLayer is the image's one layer: the controller binary, the user
 // database, the trusted roots (the controller talks TLS to AWS and Consul),
-// nonroot's home and /tmp. Every timestamp is created.
+// nonroot's home and /tmp. Every timestamp is created. The binary belongs
+// to root: the user it runs as cannot replace it, even on a writable root
+// filesystem.
 func newLayer(binary []byte, created time.Time) (v1.Layer, error) {
 	entries := []entry{
-		{name: Entrypoint[1:], mode: 0o755, uid: nonroot, data: binary},
+		{name: Entrypoint[1:], mode: 0o755, data: binary},
 		{name: "etc/", mode: 0o755},
 		{name: "etc/group", mode: 0o644, data: []byte(group)},
 		{name: "etc/passwd", mode: 0o644, data: []byte(passwd)},
