@@ -48,8 +48,8 @@ type Reconciler struct {
 
 	validate *validator.Validate
 	waker    *ChannelWaker
-	// families tells which IP families the cluster serves.
-	families servedFamilies
+	// families tells which IP families the cluster serves, and its Service ranges.
+	families clusterNetworks
 	// workers is how many backends are reconciled at once.
 	workers int
 	// known holds each source's last answer, by source name.

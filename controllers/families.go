@@ -15,12 +15,21 @@ import (
 
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=list;watch
 
-// servedFamilies tells which IP families the cluster gives Services cluster
-// IPs of. A Service that asks for a family the cluster lacks is refused
-// ("not configured on this cluster"), so the Service and the slices publish
-// only these.
-type servedFamilies interface {
-	served(ctx context.Context) (sets.Set[corev1.IPFamily], error)
+// clusterNetworks tells which IP families the cluster gives Services
+// cluster IPs of, and the Service ranges themselves. A Service that asks
+// for a family the cluster lacks is refused ("not configured on this
+// cluster"), so the Service and the slices publish only these; and no
+// endpoint may be in a Service range.
+type clusterNetworks interface {
+	read(ctx context.Context) (network, error)
+}
+
+// network is what the cluster's ServiceCIDRs say.
+type network struct {
+	served sets.Set[corev1.IPFamily]
+	// serviceRanges are every ServiceCIDR's ranges, a deleting one's too:
+	// its cluster IPs may still be in use.
+	serviceRanges []netip.Prefix
 }
 
 // serviceCIDRFamilies reads the families from the cluster's ServiceCIDRs
@@ -29,12 +38,20 @@ type servedFamilies interface {
 // not marked unready.
 type serviceCIDRFamilies struct{ reader client.Reader }
 
-func (f serviceCIDRFamilies) served(ctx context.Context) (sets.Set[corev1.IPFamily], error) {
+func (f serviceCIDRFamilies) read(ctx context.Context) (network, error) {
 	var list networkingv1.ServiceCIDRList
 	if err := f.reader.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("listing ServiceCIDRs to learn the cluster's IP families: %w", err)
+		return network{}, fmt.Errorf("listing ServiceCIDRs to learn the cluster's IP families: %w", err)
 	}
-	return familiesOf(list.Items), nil
+	n := network{served: familiesOf(list.Items)}
+	for _, c := range list.Items {
+		for _, s := range c.Spec.CIDRs {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				n.serviceRanges = append(n.serviceRanges, p.Masked())
+			}
+		}
+	}
+	return n, nil
 }
 
 // familiesOf is the set of families the usable ServiceCIDRs cover.
@@ -64,6 +81,7 @@ func familiesOf(cidrs []networkingv1.ServiceCIDR) sets.Set[corev1.IPFamily] {
 // clusters without the ServiceCIDR API.
 type fixedFamilies []corev1.IPFamily
 
-func (f fixedFamilies) served(context.Context) (sets.Set[corev1.IPFamily], error) {
-	return sets.New(f...), nil
+// read knows no Service ranges: on such clusters --denied-cidrs lists them.
+func (f fixedFamilies) read(context.Context) (network, error) {
+	return network{served: sets.New(f...)}, nil
 }

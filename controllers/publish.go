@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -29,6 +30,8 @@ type observed struct {
 	taken sets.Set[string]
 	// served are the IP families the cluster gives Services addresses of.
 	served sets.Set[corev1.IPFamily]
+	// serviceRanges are the cluster's Service ranges: no endpoint may be there.
+	serviceRanges []netip.Prefix
 }
 
 // observe reads the Service, our slices and the cluster's families from the cache.
@@ -50,11 +53,11 @@ func (r *Reconciler) observe(ctx context.Context, xb *v1alpha1.ExternalBackend) 
 		return seen, readFailed("listing EndpointSlices of Service "+name, err)
 	}
 	seen.slices, seen.taken = ownedBy(list.Items, name, seen.service)
-	served, err := r.families.served(ctx)
+	net, err := r.families.read(ctx)
 	if err != nil {
 		return seen, errRead{err}
 	}
-	seen.served = served
+	seen.served, seen.serviceRanges = net.served, net.serviceRanges
 	return seen, nil
 }
 
@@ -136,6 +139,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		DeniedPrefixes: r.Config.DeniedPrefixes,
 		DeniedNames:    r.Config.DeniedNames,
 		ClusterDomain:  r.Config.ClusterDomain,
+		ClusterRanges:  seen.serviceRanges,
 		Ports:          xb.Spec.Service.Ports,
 	}
 	current, dropped := desired.Normalize(res.results, pol)

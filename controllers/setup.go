@@ -163,7 +163,7 @@ func cachedObjects(ours cache.ByObject, namespace string) map[client.Object]cach
 // cluster serves: from its ServiceCIDRs, watched, where the API server has
 // them (Kubernetes 1.33 and later); else both families are assumed, as
 // before ServiceCIDRs existed. The bool says whether ServiceCIDRs are watched.
-func familiesOfCluster(mgr ctrl.Manager, reader client.Reader) (servedFamilies, bool, error) {
+func familiesOfCluster(mgr ctrl.Manager, reader client.Reader) (clusterNetworks, bool, error) {
 	gvk := networkingv1.SchemeGroupVersion.WithKind("ServiceCIDR")
 	_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 	switch {

@@ -50,6 +50,10 @@ type Policy struct {
 	// empty means DefaultClusterDomain. No FQDN endpoint may be in it, nor
 	// end in .svc or .pod, which Pods' DNS search paths complete into it.
 	ClusterDomain string
+	// ClusterRanges are the cluster's own networks, read from the cluster
+	// (its ServiceCIDRs, and Nodes' Pod ranges where asked): an endpoint
+	// there would aim a Service at another Service or at a Pod.
+	ClusterRanges []netip.Prefix
 	// Ports are the Service's ports; each endpoint is reached on their targetPorts.
 	Ports []v1alpha1.ServicePort
 }
@@ -102,7 +106,7 @@ func normalizeOne(pe providers.Endpoint, want map[discoveryv1.AddressType]bool, 
 		e.Hostname = pe.Hostname
 	}
 	if addr, err := netip.ParseAddr(pe.Address); err == nil {
-		if reason := unsafeIP(addr, pol.DeniedPrefixes); reason != "" {
+		if reason := pol.deniesIP(addr); reason != "" {
 			return e, reason
 		}
 		addr = addr.Unmap()
@@ -143,7 +147,27 @@ func (pol Policy) Denies(e Endpoint) string {
 	if err != nil {
 		return "not an IP address"
 	}
-	return unsafeIP(addr, pol.DeniedPrefixes)
+	return pol.deniesIP(addr)
+}
+
+// deniesIP names why an IP address must not be published: unsafe, denied
+// by the controller's configuration, or in the cluster's own networks.
+func (pol Policy) deniesIP(a netip.Addr) string {
+	if reason := unsafeIP(a, pol.DeniedPrefixes); reason != "" {
+		return reason
+	}
+	readings := []netip.Addr{a.Unmap()}
+	for _, e := range EmbeddedIPv4s(a.Unmap()) {
+		readings = append(readings, e.IPv4)
+	}
+	for _, r := range readings {
+		for _, p := range pol.ClusterRanges {
+			if p.Contains(r) {
+				return fmt.Sprintf("address %s is inside the cluster's own network %s (a ServiceCIDR or a Node's Pod range): a Service must not point back into the cluster", r, p)
+			}
+		}
+	}
+	return ""
 }
 
 // outsideAllowed names why e is outside the networks its source's

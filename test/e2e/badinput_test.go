@@ -209,6 +209,19 @@ func TestDeniedAddressesDropped(t *testing.T) {
 	waitEvent(t, xb, corev1.EventTypeWarning, v1alpha1.ReasonAddressesDropped)
 }
 
+// TestServiceRangeDropped: an address in the cluster's Service range (read
+// from its ServiceCIDRs, with no flag) is dropped, in either spelling,
+// including one a NAT64 prefix embeds.
+func TestServiceRangeDropped(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	xb := staticBackend(ns, "db", "192.0.2.10", "10.96.0.1", "64:ff9b::a60:1")
+	mustCreate(t, xb)
+	cur := waitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionTrue, v1alpha1.ReasonAddressesDropped)
+	waitAddresses(t, ns, "db", framework.Served("192.0.2.10")...)
+	expectDropped(t, cur, map[string]string{"10.96.0.1": "inside the cluster's own network 10.96.0.0/24", "64:ff9b::a60:1": "inside the cluster's own network 10.96.0.0/24"})
+}
+
 func TestAddressOutsideAddressTypesDropped(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
