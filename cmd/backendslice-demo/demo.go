@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -140,7 +142,7 @@ func runDemo(ctx context.Context, out io.Writer, opts controllers.ManagerOptions
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Applied %d ExternalBackend(s) from %s into namespace %s; waiting for Ready ...\n\n", len(names), o.samples, demoNamespace)
+	fmt.Fprintf(out, "Applied the BackendProvider(s) and %d ExternalBackend(s) from %s into namespace %s; waiting for Ready ...\n\n", len(names), o.samples, demoNamespace)
 	if err := waitReady(ctx, mgr.GetAPIReader(), names, o.timeout); err != nil {
 		return err
 	}
@@ -170,7 +172,9 @@ func writeKubeconfig(cp *controlplane.ControlPlane) (string, error) {
 	return path, clientcmd.WriteToFile(*cfg, path)
 }
 
-// applySamples creates every ExternalBackend in the YAML files of dir.
+// applySamples creates the BackendProviders and ExternalBackends in the
+// YAML files of dir, the backends in the demo namespace; it returns the
+// backends' names.
 func applySamples(ctx context.Context, c client.Client, dir string) ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -178,29 +182,57 @@ func applySamples(ctx context.Context, c client.Client, dir string) ([]string, e
 	}
 	var names []string
 	for _, file := range files {
-		f, err := os.Open(file)
+		objs, err := readSamples(file)
 		if err != nil {
 			return nil, err
 		}
-		dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-		for {
-			xb := &v1alpha1.ExternalBackend{}
-			if err := dec.Decode(xb); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				_ = f.Close()
-				return nil, fmt.Errorf("%s: %w", file, err)
+		for _, obj := range objs {
+			if xb, ok := obj.(*v1alpha1.ExternalBackend); ok {
+				xb.Namespace = demoNamespace
+				names = append(names, xb.Name)
 			}
-			xb.Namespace = demoNamespace
-			if err := c.Create(ctx, xb); err != nil {
-				_ = f.Close()
-				return nil, fmt.Errorf("%s: creating %s: %w", file, xb.Name, err)
+			if err := c.Create(ctx, obj); err != nil {
+				return nil, fmt.Errorf("%s: creating %s: %w", file, obj.GetName(), err)
 			}
-			names = append(names, xb.Name)
 		}
-		_ = f.Close()
 	}
 	return names, nil
+}
+
+// readSamples decodes the BackendProviders and ExternalBackends of a file.
+func readSamples(file string) ([]client.Object, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	var out []client.Object
+	for {
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		var obj client.Object
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(raw.Raw, &tm); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		switch tm.Kind {
+		case "BackendProvider":
+			obj = &v1alpha1.BackendProvider{}
+		case "ExternalBackend":
+			obj = &v1alpha1.ExternalBackend{}
+		default:
+			return nil, fmt.Errorf("%s: the demo applies BackendProviders and ExternalBackends, not %q", file, tm.Kind)
+		}
+		if err := json.Unmarshal(raw.Raw, obj); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		out = append(out, obj)
+	}
 }
 
 // waitReady waits until every named backend is Ready for its generation.
