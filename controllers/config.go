@@ -46,6 +46,9 @@ type Config struct {
 	// (its flags), as before BackendProviders existed. Off, such a source
 	// is refused: only the platform team's providers can be used.
 	AllowSourcesWithoutProvider bool
+	// DenyPodCIDRs refuses endpoints in the Nodes' Pod ranges
+	// (spec.podCIDRs), read and watched: opt-in, as it reads Nodes.
+	DenyPodCIDRs bool
 	// Namespace is the controller's own: the only one whose Secrets it
 	// reads (those BackendProviders name).
 	Namespace string

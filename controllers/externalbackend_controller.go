@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -187,6 +188,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.families = families
+	if r.Config.DenyPodCIDRs {
+		r.families = withPodRanges{families, r.Client}
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ExternalBackend{}, providerRefIndex, providerRefs); err != nil {
 		return fmt.Errorf("indexing ExternalBackends by provider: %w", err)
 	}
@@ -220,6 +224,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.LabelChangedPredicate{}))
 	if r.Config.Namespace != "" {
 		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.backendsUsingSecret))
+	}
+	if r.Config.DenyPodCIDRs {
+		// A Node's Pod ranges change what every backend may publish;
+		// its other updates (heartbeats) change nothing here.
+		b = b.Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.everyBackend),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				return !slices.Equal(podCIDRsOf(e.ObjectOld), podCIDRsOf(e.ObjectNew))
+			}}))
 	}
 	if cidrs {
 		// A family added or removed changes what every backend can publish.

@@ -24,12 +24,14 @@ type clusterNetworks interface {
 	read(ctx context.Context) (network, error)
 }
 
-// network is what the cluster's ServiceCIDRs say.
+// network is what the cluster's ServiceCIDRs (and, where asked, its
+// Nodes) say.
 type network struct {
 	served sets.Set[corev1.IPFamily]
-	// serviceRanges are every ServiceCIDR's ranges, a deleting one's too:
-	// its cluster IPs may still be in use.
-	serviceRanges []netip.Prefix
+	// ranges are every ServiceCIDR's ranges, a deleting one's too (its
+	// cluster IPs may still be in use), and the Nodes' Pod ranges where
+	// the controller denies them: no endpoint may be in them.
+	ranges []netip.Prefix
 }
 
 // serviceCIDRFamilies reads the families from the cluster's ServiceCIDRs
@@ -47,7 +49,7 @@ func (f serviceCIDRFamilies) read(ctx context.Context) (network, error) {
 	for _, c := range list.Items {
 		for _, s := range c.Spec.CIDRs {
 			if p, err := netip.ParsePrefix(s); err == nil {
-				n.serviceRanges = append(n.serviceRanges, p.Masked())
+				n.ranges = append(n.ranges, p.Masked())
 			}
 		}
 	}
@@ -84,4 +86,55 @@ type fixedFamilies []corev1.IPFamily
 // read knows no Service ranges: on such clusters --denied-cidrs lists them.
 func (f fixedFamilies) read(context.Context) (network, error) {
 	return network{served: sets.New(f...)}, nil
+}
+
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
+
+// withPodRanges adds the Pod ranges of the cluster's Nodes (spec.podCIDRs)
+// to what inner reads: opt-in (--deny-pod-cidrs), since it needs to read
+// Nodes, and clusters whose network plugin allocates Pod addresses itself
+// leave podCIDRs empty.
+type withPodRanges struct {
+	inner  clusterNetworks
+	reader client.Reader
+}
+
+func (w withPodRanges) read(ctx context.Context) (network, error) {
+	n, err := w.inner.read(ctx)
+	if err != nil {
+		return n, err
+	}
+	var nodes corev1.NodeList
+	if err := w.reader.List(ctx, &nodes); err != nil {
+		return n, fmt.Errorf("listing Nodes to learn the cluster's Pod ranges: %w", err)
+	}
+	for _, node := range nodes.Items {
+		for _, c := range node.Spec.PodCIDRs {
+			if p, err := netip.ParsePrefix(c); err == nil {
+				n.ranges = append(n.ranges, p.Masked())
+			}
+		}
+	}
+	return n, nil
+}
+
+// podRangesOnly keeps of a Node what withPodRanges reads, so that the
+// cache holds a few bytes a Node, not its status and images.
+func podRangesOnly(o any) (any, error) {
+	node, ok := o.(*corev1.Node)
+	if !ok {
+		return o, nil
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion},
+		Spec:       corev1.NodeSpec{PodCIDRs: node.Spec.PodCIDRs},
+	}, nil
+}
+
+// podCIDRsOf is a Node's spec.podCIDRs; nil for another object.
+func podCIDRsOf(o client.Object) []string {
+	if node, ok := o.(*corev1.Node); ok {
+		return node.Spec.PodCIDRs
+	}
+	return nil
 }

@@ -30,8 +30,8 @@ type observed struct {
 	taken sets.Set[string]
 	// served are the IP families the cluster gives Services addresses of.
 	served sets.Set[corev1.IPFamily]
-	// serviceRanges are the cluster's Service ranges: no endpoint may be there.
-	serviceRanges []netip.Prefix
+	// clusterRanges are the cluster's Service (and Pod) ranges: no endpoint may be there.
+	clusterRanges []netip.Prefix
 }
 
 // observe reads the Service, our slices and the cluster's families from the cache.
@@ -57,7 +57,7 @@ func (r *Reconciler) observe(ctx context.Context, xb *v1alpha1.ExternalBackend) 
 	if err != nil {
 		return seen, errRead{err}
 	}
-	seen.served, seen.serviceRanges = net.served, net.serviceRanges
+	seen.served, seen.clusterRanges = net.served, net.ranges
 	return seen, nil
 }
 
@@ -139,7 +139,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		DeniedPrefixes: r.Config.DeniedPrefixes,
 		DeniedNames:    r.Config.DeniedNames,
 		ClusterDomain:  r.Config.ClusterDomain,
-		ClusterRanges:  seen.serviceRanges,
+		ClusterRanges:  seen.clusterRanges,
 		Ports:          xb.Spec.Service.Ports,
 	}
 	current, dropped := desired.Normalize(res.results, pol)

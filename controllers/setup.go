@@ -152,6 +152,8 @@ func cachedObjects(ours cache.ByObject, namespace string) map[client.Object]cach
 	by := map[client.Object]cache.ByObject{
 		&corev1.Service{}:            ours,
 		&discoveryv1.EndpointSlice{}: ours,
+		// Only read with --deny-pod-cidrs; then only their Pod ranges.
+		&corev1.Node{}: {Transform: podRangesOnly},
 	}
 	if namespace != "" {
 		by[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}

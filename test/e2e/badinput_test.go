@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
@@ -220,6 +221,30 @@ func TestServiceRangeDropped(t *testing.T) {
 	cur := waitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionTrue, v1alpha1.ReasonAddressesDropped)
 	waitAddresses(t, ns, "db", framework.Served("192.0.2.10")...)
 	expectDropped(t, cur, map[string]string{"10.96.0.1": "inside the cluster's own network 10.96.0.0/24", "64:ff9b::a60:1": "inside the cluster's own network 10.96.0.0/24"})
+}
+
+// TestPodRangeDropped: with --deny-pod-cidrs, an address in a Node's Pod
+// range is dropped, and a Node that gets a Pod range later drops what it
+// covers at once, without a spec change.
+func TestPodRangeDropped(t *testing.T) {
+	ns := newNamespace(t)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + ns}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.1.0/24"}}}
+	mustCreate(t, node)
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), node) })
+	xb := staticBackend(ns, "db", "192.0.2.10", "10.244.1.7", "10.245.0.7")
+	mustCreate(t, xb)
+	cur := waitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionTrue, v1alpha1.ReasonAddressesDropped)
+	waitAddresses(t, ns, "db", "192.0.2.10", "10.245.0.7")
+	expectDropped(t, cur, map[string]string{"10.244.1.7": "inside the cluster's own network 10.244.1.0/24"})
+
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other-" + ns}}
+	mustCreate(t, other)
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), other) })
+	other.Spec.PodCIDRs = []string{"10.245.0.0/24"}
+	if err := k8s.Update(context.Background(), other); err != nil {
+		t.Fatalf("giving node %s a Pod range: %v", other.Name, err)
+	}
+	waitAddresses(t, ns, "db", "192.0.2.10")
 }
 
 func TestAddressOutsideAddressTypesDropped(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
@@ -25,6 +26,8 @@ func TestMain(m *testing.M) {
 		Providers: func(providers.Waker) ([]providers.Provider, error) {
 			return []providers.Provider{static.New()}, nil
 		},
+		// TestPodRangeDropped gives a Node a Pod range.
+		Config:  func(c *controllers.Config) { c.DenyPodCIDRs = true },
 		Started: func(e *framework.Env) { k8s = e.Client },
 	}))
 }
