@@ -1,0 +1,121 @@
+package tenancy_test
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/e2e/framework"
+)
+
+// TestAWSConsentTag: an RDS instance whose owner tagged it
+// backendslice.io/namespaces=<payments>,<billing> is published, through a
+// BackendProvider with that consent tag, in namespaces payments and
+// billing, and refused in namespace web (which the provider admits: the
+// refusal is the owner's) with AccessDenied naming the tag and the
+// namespace; web publishes nothing.
+func TestAWSConsentTag(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	payments := newNamespace(t, "payments", nil)
+	billing := newNamespace(t, "billing", nil)
+	web := newNamespace(t, "web", nil)
+	id := "orders-" + payments
+	fake.PutDBInstance(dbInstance(id, "192.0.2.91", map[string]string{v1alpha1.DefaultConsentTag: payments + "," + billing}))
+	bp := uniqueName(payments, "aws")
+	createProvider(t, bp, admits("", payments, billing, web), awsSpec(fake.URL, "", v1alpha1.DefaultConsentTag))
+	waitProviderStatus(t, bp, "aws", metav1.ConditionTrue, v1alpha1.ReasonProviderReady)
+
+	refused := backend(web, "orders", nil, rdsSource(bp, id))
+	framework.Create(t, refused)
+	for _, ns := range []string{payments, billing} {
+		xb := backend(ns, "orders", nil, rdsSource(bp, id))
+		framework.Create(t, xb)
+		waitStates(t, ns, "orders", statesOf(ready, "192.0.2.91"))
+		framework.WaitReady(t, xb)
+	}
+	parts := []string{"DB instance " + id, "no tag " + v1alpha1.DefaultConsentTag + " naming namespace " + web}
+	waitConditions(t, refused, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied, parts...)
+	waitEvent(t, refused, corev1.EventTypeWarning, v1alpha1.ReasonAccessDenied, parts...)
+	waitStates(t, web, "orders", map[string]string{})
+
+	if n := fake.CallsBy(awsfake.DescribeDBInstances, controllerKey); n == 0 {
+		t.Errorf("no DescribeDBInstances signed with the controller's key reached the provider's endpoint")
+	}
+	if n := ownAWS.TotalCalls(); n != 0 {
+		t.Errorf("the controller's own AWS endpoint was called %d time(s)", n)
+	}
+}
+
+// Two AWS accounts: their roles, and the access keys the fake gives their
+// sessions.
+const (
+	roleA   = "arn:aws:iam::111111111111:role/backendslice-reader"
+	roleB   = "arn:aws:iam::222222222222:role/backendslice-reader"
+	roleBad = "arn:aws:iam::333333333333:role/nobody-trusts-me"
+	keyA    = "ASIAACCOUNTA"
+	keyB    = "ASIAACCOUNTB"
+)
+
+// TestAWSAccounts reads two AWS accounts through the wire fake with STS
+// AssumeRole: two BackendProviders with different assumeRoleARN each see
+// their own account's instances (the same tag selects in both), every
+// Describe call is signed with the assumed role's key, never the
+// controller's; a provider whose role cannot be assumed gives AccessDenied
+// naming the role and the provider, and publishes nothing.
+func TestAWSAccounts(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	ns := newNamespace(t, "accounts", nil)
+	idA, idB := "db-a-"+ns, "db-b-"+ns
+	tags := map[string]string{"app": "db"}
+	fake.AddRole(roleA, keyA)
+	fake.AddRole(roleB, keyB)
+	fake.PutDBInstance(dbInstance(idA, "192.0.2.101", tags))
+	fake.PutDBInstance(dbInstance(idB, "192.0.2.102", tags))
+	fake.SetAccount(keyA, idA)
+	fake.SetAccount(keyB, idB)
+	bpA, bpB, bpBad := uniqueName(ns, "account-a"), uniqueName(ns, "account-b"), uniqueName(ns, "untrusted")
+	createProvider(t, bpA, admits("", ns), awsSpec(fake.URL, roleA, ""))
+	createProvider(t, bpB, admits("", ns), awsSpec(fake.URL, roleB, ""))
+	createProvider(t, bpBad, admits("", ns), awsSpec(fake.URL, roleBad, ""))
+
+	a := backend(ns, "from-a", nil, rdsTagSource(bpA, tags))
+	b := backend(ns, "from-b", nil, rdsTagSource(bpB, tags))
+	bad := backend(ns, "untrusted", nil, rdsTagSource(bpBad, tags))
+	for _, xb := range []*v1alpha1.ExternalBackend{a, b, bad} {
+		framework.Create(t, xb)
+	}
+	waitStates(t, ns, "from-a", statesOf(ready, "192.0.2.101"))
+	waitStates(t, ns, "from-b", statesOf(ready, "192.0.2.102"))
+	framework.WaitReady(t, a)
+	framework.WaitReady(t, b)
+	parts := []string{roleBad, "BackendProvider " + bpBad}
+	waitConditions(t, bad, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied, parts...)
+	waitEvent(t, bad, corev1.EventTypeWarning, v1alpha1.ReasonAccessDenied, parts...)
+	waitStates(t, ns, "untrusted", map[string]string{})
+
+	for _, c := range []struct {
+		what, action, key string
+		atLeast           bool
+		want              int
+	}{
+		{"AssumeRole with the controller's key (three roles)", awsfake.AssumeRole, controllerKey, true, 3},
+		{"DescribeDBInstances as account A", awsfake.DescribeDBInstances, keyA, true, 1},
+		{"DescribeDBInstances as account B", awsfake.DescribeDBInstances, keyB, true, 1},
+		{"DescribeDBInstances as the controller", awsfake.DescribeDBInstances, controllerKey, false, 0},
+	} {
+		got := fake.CallsBy(c.action, c.key)
+		if (c.atLeast && got < c.want) || (!c.atLeast && got != c.want) {
+			t.Errorf("%s: %d call(s), want %s%d", c.what, got, map[bool]string{true: "at least ", false: ""}[c.atLeast], c.want)
+		}
+	}
+	if all, signed := fake.Calls(awsfake.DescribeDBInstances), fake.CallsBy(awsfake.DescribeDBInstances, keyA)+fake.CallsBy(awsfake.DescribeDBInstances, keyB); all != signed {
+		t.Errorf("%d DescribeDBInstances calls, %d of them as account A or B: the untrusted provider read as someone", all, signed)
+	}
+	t.Logf("calls: %v", fmt.Sprint(fake.Scopes()))
+}

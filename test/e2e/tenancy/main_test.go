@@ -1,0 +1,237 @@
+// Package tenancy_test runs the controller as a multi-tenant install runs
+// it: sources must name a BackendProvider (AllowSourcesWithoutProvider is
+// off, as in the chart), Secrets are read from the controller's own
+// namespace only, and every provider is real: static, dns against
+// authoritative servers on 127.0.0.1, consul against two real Consul agents
+// with ACLs on (two clusters, two datacenters), aws against the AWS wire
+// fake with STS AssumeRole. The tests check what the platform team's rules
+// promise a tenant and the platform team: who may publish through which
+// provider, that a refused source costs the backend nothing (not one
+// query), and that access taken away takes the endpoints with it at once.
+//
+// The controller's own connections (its flags) point at decoys that count
+// what reaches them: in this install no source may use them.
+package tenancy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/providers"
+	awsprovider "github.com/backendslice/backendslice/providers/aws"
+	"github.com/backendslice/backendslice/providers/consul"
+	"github.com/backendslice/backendslice/providers/consul/consultest"
+	"github.com/backendslice/backendslice/providers/dns"
+	"github.com/backendslice/backendslice/providers/dns/dnstest"
+	"github.com/backendslice/backendslice/providers/static"
+	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/e2e/framework"
+)
+
+// controllerNamespace is the namespace the controller runs in: the only one
+// whose Secrets it reads.
+const controllerNamespace = "backendslice-system"
+
+// zone is the DNS zone of the tests' names, on both DNS servers.
+const zone = "tenancy.test"
+
+// region is the AWS region of the AWS BackendProviders.
+const region = "eu-west-1"
+
+// managementToken is the management token of both Consul agents.
+const managementToken = "4b0c3c8e-6a0e-4c52-9d55-7a1d5e2f9c01"
+
+// controllerKey is the access key of the controller's own AWS credentials:
+// it signs the AssumeRole calls and the calls of providers without a role.
+const controllerKey = "AKIDEXAMPLE"
+
+var (
+	// k8s is an administrator's client.
+	k8s client.Client
+	// east and west are two Consul clusters: agents of datacenters east and
+	// west, ACLs on with a default policy of deny.
+	east, west *consultest.Agent
+	// tenantDNS is the DNS server the dns BackendProviders name.
+	tenantDNS *dnstest.Server
+	// ownDNS is the controller's own resolver (--dns-resolvers): no source
+	// may reach it in this install.
+	ownDNS *dnstest.Server
+	// ownConsul is the controller's own Consul address (--consul-address):
+	// it counts whatever reaches it, which must be nothing.
+	ownConsul *counter
+	// ownAWS is the controller's own AWS endpoint (--aws-endpoint-url): its
+	// calls must stay at zero.
+	ownAWS *awsfake.Server
+	// fakes resolves the RDS endpoint names of every AWS fake the tests start.
+	fakes = &fakeResolver{}
+)
+
+// ctx is the context of the tests' API calls.
+var ctx = context.Background()
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+// run starts the Consul agents, DNS servers and AWS fakes, runs the tests
+// against a controller wired to them and stops everything.
+func run(m *testing.M) int {
+	agents, err := startAgents("east", "west")
+	defer func() {
+		for _, a := range agents {
+			if a != nil {
+				_ = a.Close()
+			}
+		}
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	east, west = agents[0], agents[1]
+	if tenantDNS, err = dnstest.New(zone); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = tenantDNS.Stop() }()
+	if ownDNS, err = dnstest.New(zone); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = ownDNS.Stop() }()
+	ownConsul = newCounter()
+	defer ownConsul.Close()
+	ownAWS = awsfake.New()
+	defer ownAWS.Close()
+	fakes.add(ownAWS)
+
+	code := framework.Run(m, framework.Options{
+		Providers: newProviders,
+		Config: func(c *controllers.Config) {
+			// As the chart installs it: sources must name a provider.
+			c.AllowSourcesWithoutProvider = false
+			c.Namespace = controllerNamespace
+		},
+		Started: func(e *framework.Env) {
+			k8s = e.Client
+			err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				fmt.Fprintln(os.Stderr, "creating the controller's namespace:", err)
+				os.Exit(1)
+			}
+		},
+	})
+	// Whatever the tests did, the controller's own connections were never
+	// used: every source of this install names a BackendProvider.
+	if n := ownConsul.count(); n > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the controller's own Consul address received %d request(s) (%v)\n", n, ownConsul.paths())
+		code = max(code, 1)
+	}
+	if n := ownAWS.TotalCalls(); n > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the controller's own AWS endpoint received %d call(s)\n", n)
+		code = max(code, 1)
+	}
+	return code
+}
+
+// newProviders builds the controller's providers, each wired to the
+// controller's own decoy connection: static, dns, consul, aws (RDS, EC2).
+// It runs again at every controller restart.
+func newProviders(w providers.Waker) ([]providers.Provider, error) {
+	d, err := dns.New(dns.Options{
+		Resolvers:    []string{ownDNS.Addr},
+		QueryTimeout: 500 * time.Millisecond,
+		MinRefresh:   time.Second,
+		MaxRefresh:   time.Minute,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c, err := consul.New(consul.Options{
+		Address: ownConsul.addr,
+		// Short retries: a rotated token is tried again within a second.
+		RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second,
+	}, w)
+	if err != nil {
+		return nil, err
+	}
+	s, err := awsprovider.New(context.Background(), awsprovider.Options{
+		EndpointURL:     ownAWS.URL,
+		Credentials:     credentials.NewStaticCredentialsProvider(controllerKey, "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", ""),
+		Resolver:        fakes,
+		RefreshInterval: time.Second,
+		ErrorHold:       500 * time.Millisecond,
+		MaxAttempts:     2,
+		MaxBackoff:      10 * time.Millisecond,
+	})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return []providers.Provider{static.New(), d, c, s.RDS(), s.EC2()}, nil
+}
+
+// startAgents starts one Consul agent per datacenter at once, each with
+// ACLs on and its node named after its datacenter.
+func startAgents(datacenters ...string) ([]*consultest.Agent, error) {
+	agents := make([]*consultest.Agent, len(datacenters))
+	errs := make([]error, len(datacenters))
+	var wg sync.WaitGroup
+	for i, dc := range datacenters {
+		wg.Go(func() {
+			agents[i], errs[i] = consultest.Start(consultest.Config{Node: dc, Datacenter: dc, ACLToken: managementToken})
+		})
+	}
+	wg.Wait()
+	return agents, errors.Join(errs...)
+}
+
+// counter is an HTTP server that answers 503 to everything and counts it:
+// the controller's own Consul, which nothing may ask.
+type counter struct {
+	addr string
+	srv  *httptest.Server
+	n    atomic.Int64
+	mu   sync.Mutex
+	seen []string
+}
+
+func newCounter() *counter {
+	c := &counter{}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.n.Add(1)
+		c.mu.Lock()
+		c.seen = append(c.seen, r.URL.Path)
+		c.mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	c.addr = c.srv.Listener.Addr().String()
+	return c
+}
+
+func (c *counter) count() int64 { return c.n.Load() }
+
+func (c *counter) paths() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.seen...)
+}
+
+// Close stops the server, ending the requests in flight.
+func (c *counter) Close() {
+	c.srv.CloseClientConnections()
+	c.srv.Close()
+}
