@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	mdns "github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -298,4 +299,74 @@ func queriesOf(proxy *consultest.Proxy, service string) int {
 		}
 	}
 	return n
+}
+
+// TestWrongKindIsRefused: a source naming a BackendProvider of another
+// kind (a dns source naming a static provider, a consul source naming an
+// AWS one) is refused before anything is asked: ProviderNotAdmitted naming
+// the provider and both kinds, and no query at any DNS server, Consul or AWS.
+func TestWrongKindIsRefused(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, "wrong-kind", nil)
+	fake := newFake(t)
+	staticBP, awsBP := uniqueName(ns, "static"), uniqueName(ns, "aws")
+	createProvider(t, staticBP, admits("", ns), staticSpec("192.0.2.0/24"))
+	createProvider(t, awsBP, admits("", ns), awsSpec(fake.URL, "", ""))
+	name := "wrong-kind-" + ns + "." + zone
+	setAddrs(tenantDNS, name, "192.0.2.121")
+	setAddrs(ownDNS, name, "192.0.2.121")
+	service := "wrong-kind-" + ns
+
+	lookup := backend(ns, "lookup", nil, dnsSource(staticBP, name))
+	catalog := backend(ns, "catalog", nil, consulSource(awsBP, service))
+	framework.Create(t, lookup)
+	framework.Create(t, catalog)
+	waitRefused(t, lookup, fmt.Sprintf("BackendProvider %q is of kind static and cannot serve dns sources", staticBP))
+	waitRefused(t, catalog, fmt.Sprintf("BackendProvider %q is of kind aws and cannot serve consul sources", awsBP))
+	if n := len(tenantDNS.Queries(name)) + len(ownDNS.Queries(name)); n != 0 {
+		t.Errorf("%s was looked up %d time(s)", name, n)
+	}
+	if n := fake.TotalCalls() + ownAWS.TotalCalls(); n != 0 {
+		t.Errorf("AWS was called %d time(s)", n)
+	}
+	if n := ownConsul.count(); n != 0 {
+		t.Errorf("the controller's own Consul was asked %d time(s): %v", n, ownConsul.paths())
+	}
+}
+
+// TestSecretsOnlyFromControllerNamespace: a BackendProvider's Secret is
+// read from the controller's namespace only. The same Secret in a tenant's
+// namespace is not used: the provider says SecretNotFound naming the
+// controller's namespace, and its backend publishes nothing; the Secret
+// put in the controller's namespace, it publishes.
+func TestSecretsOnlyFromControllerNamespace(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, "secret-elsewhere", nil)
+	service := "db-" + ns
+	register(t, east, consultest.Service{ID: service, Name: service, Address: "192.0.2.131"})
+	token := readToken(t, east)
+	secret := uniqueName(ns, "token")
+	elsewhere := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret},
+		Data: map[string][]byte{"token": []byte(token.Secret)}}
+	if err := k8s.Create(ctx, elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	proxy := consultest.NewProxy(t, east.Addr)
+	bp := uniqueName(ns, "consul")
+	createProvider(t, bp, admits("", ns), consulSpec(proxy.Addr, "east", secret))
+	waitProviderStatus(t, bp, "consul", metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound, controllerNamespace+"/"+secret)
+	xb := backend(ns, "db", nil, consulSource(bp, service))
+	framework.Create(t, xb)
+	waitResolvedFalse(t, xb, controllerNamespace+"/"+secret)
+	waitStates(t, ns, "db", map[string]string{})
+	for _, r := range proxy.Requests() {
+		if r.Token != "" && r.Token != "anonymous" {
+			t.Errorf("Consul was asked %s with token %q: a Secret outside the controller's namespace was read", r.Path, r.Token)
+		}
+	}
+
+	putSecret(t, secret, "token", token.Secret)
+	waitProviderStatus(t, bp, "consul", metav1.ConditionTrue, v1alpha1.ReasonProviderReady)
+	waitStates(t, ns, "db", statesOf(ready, "192.0.2.131"))
+	framework.WaitReady(t, xb)
 }

@@ -268,15 +268,19 @@ func withdrawn(t *testing.T, start time.Time, ns, svc string, want map[string]st
 	return took
 }
 
-// wantNotDraining fails when status.draining lists any of addrs.
+// wantNotDraining waits until status.draining lists none of addrs: the
+// status patch ends the reconcile that wrote the slices, so it may come
+// moments after them.
 func wantNotDraining(t *testing.T, xb *v1alpha1.ExternalBackend, addrs ...string) {
 	t.Helper()
-	cur := framework.Get(t, xb)
-	for _, d := range cur.Status.Draining {
-		if slices.Contains(addrs, d.Address) {
-			t.Errorf("%s: status.draining lists %s (since %s): a withdrawn endpoint must not drain", xb.Name, d.Address, d.Since)
+	framework.Eventually(t, framework.Timeout, fmt.Sprintf("%s/%s status.draining without %v", xb.Namespace, xb.Name, addrs), func() error {
+		for _, d := range framework.Get(t, xb).Status.Draining {
+			if slices.Contains(addrs, d.Address) {
+				return fmt.Errorf("status.draining lists %s (since %s): a withdrawn endpoint must not drain", d.Address, d.Since)
+			}
 		}
-	}
+		return nil
+	})
 }
 
 // missing are the parts s lacks.
