@@ -102,8 +102,14 @@ func (r *Reconciler) connection(ctx context.Context, bp *v1alpha1.BackendProvide
 			}
 		}
 		if ref := s.Consul.TokenSecretRef; ref != nil {
+			// Read now, so that a missing Secret makes the provider
+			// unusable at once, not at Consul's next answer; and again
+			// before every query, from the cache (no round trip), so that
+			// a rotated token applies without a reconcile.
+			if _, err := r.secretValue(ctx, bp.Name, *ref); err != nil {
+				return nil, err
+			}
 			c.Token = func() (string, error) {
-				// The cache is local: a rotated Secret is read without a round trip.
 				v, err := r.secretValue(context.Background(), bp.Name, *ref)
 				return string(v), err
 			}

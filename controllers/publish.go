@@ -156,7 +156,8 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		answered.Insert(e.Address)
 	}
 	withdrawn := func(e desired.Endpoint) bool {
-		return !answered.Has(e.Address) && (res.withdrawn.Has(e.Address) || leaving.Has(e.Address) || pol.Denies(e) != "")
+		return !answered.Has(e.Address) &&
+			(res.withdrawn.Has(e.Address) || leaving.Has(e.Address) || pol.Denies(e) != "" || !res.mayPublish(e))
 	}
 	served := func(t discoveryv1.AddressType) bool { return seen.served.Has(corev1.IPFamily(t)) }
 	current, notServed := desired.OnlyServed(current, served)

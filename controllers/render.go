@@ -32,7 +32,7 @@ func Render(xb *v1alpha1.ExternalBackend, results []desired.SourceResult, cfg Co
 	cfg.Coalesce = coalesce.Window{}
 	r := &Reconciler{Config: cfg, Clock: clock.RealClock{}, drains: newByName[[]v1alpha1.DrainingEndpoint]()}
 	seen := observed{served: sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol)}
-	pub := r.publication(context.Background(), xb, resolved{results: results}, seen)
+	pub := r.publication(context.Background(), xb, resolved{results: results, gates: make([]gate, len(results))}, seen)
 	svc := desiredService(xb, ipFamilies(pub.families, pub.endpoints))
 	plan := endpointslices.Compute(r.planInput(xb, svc, pub))
 	return svc, plan.Create, pub.dropped, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"hash/fnv"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,27 @@ type resolved struct {
 	// withdrawn are the addresses that sources refused by admission
 	// published: they leave at once, neither held nor drained.
 	withdrawn sets.Set[string]
+	// gates are what admission decided for each source.
+	gates []gate
+}
+
+// mayPublish tells whether some source that admission lets publish may
+// publish e: one without allowedCIDRs, or one whose allowedCIDRs hold it.
+// What none may publish leaves at once, whatever published it before:
+// the answer of a revoked source is not remembered after a restart, and
+// an endpoint already draining is in no answer.
+func (res resolved) mayPublish(e desired.Endpoint) bool {
+	addr, err := netip.ParseAddr(e.Address)
+	for _, g := range res.gates {
+		switch {
+		case g.refused != nil:
+		case !g.restricted:
+			return true
+		case err == nil && slices.ContainsFunc(g.allowed, func(p netip.Prefix) bool { return p.Contains(addr) }):
+			return true
+		}
+	}
+	return false
 }
 
 // sourceHash identifies a source's spec. Marshalling a typed struct cannot fail.
@@ -78,9 +100,10 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 			replies[i].err = providers.Terminalf(v1alpha1.ReasonProviderNotAdmitted, "%s", g.refused.Message)
 			continue
 		case g.unusable != nil:
+			// Held like any failing provider's answer, but its watches
+			// go: they would query with a connection that no longer is.
 			replies[i].err = providers.Terminalf(v1alpha1.ReasonProviderNotAvailable,
 				"spec.sources[%s].providerRef: %v; the platform team must fix the BackendProvider (kubectl get bp %s)", src.Name, g.unusable, src.ProviderRef.Name)
-			admitted = append(admitted, src)
 			continue
 		}
 		admitted = append(admitted, src)
@@ -95,7 +118,7 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 	}
 	wg.Wait()
 
-	out := resolved{withdrawn: sets.New[string]()}
+	out := resolved{withdrawn: sets.New[string](), gates: gates}
 	answers := make(map[string]lastAnswer, len(xb.Spec.Sources))
 	for i, src := range xb.Spec.Sources {
 		res, err := replies[i].res, replies[i].err

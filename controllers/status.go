@@ -390,6 +390,12 @@ func capList[T any](l []T, n int) []T {
 // on every resync.
 const successRefresh = 5 * time.Minute
 
+// refused tells whether err is admission's refusal of a source.
+func refused(err error) bool {
+	e := providers.AsError(err)
+	return e != nil && e.Reason == v1alpha1.ReasonProviderNotAdmitted
+}
+
 // sourceStatuses is the per-source state: what each found, when it last
 // answered, and its last error. A failing source keeps its last success
 // time and count, and is marked stale.
@@ -402,9 +408,13 @@ func sourceStatuses(prev []v1alpha1.SourceStatus, specs []v1alpha1.Source, resul
 	for i, r := range results {
 		s := old[r.Name]
 		s.Name, s.Kind = r.Name, string(providers.KindOf(specs[i]))
-		if r.Err != nil {
+		switch {
+		case r.Err != nil && refused(r.Err):
+			// Nothing is kept of a source admission refuses.
+			s.Stale, s.Endpoints, s.LastError = false, 0, r.Err.Error()
+		case r.Err != nil:
 			s.Stale, s.LastError = true, r.Err.Error()
-		} else {
+		default:
 			changed := s.Stale || s.LastError != "" || s.Endpoints != int32(len(r.Endpoints))
 			if changed || s.LastSuccessTime == nil || now.Sub(s.LastSuccessTime.Time) >= successRefresh {
 				t := metav1.NewTime(now)

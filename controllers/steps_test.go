@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/backendslice/backendslice/controllers/coalesce"
 	"github.com/backendslice/backendslice/controllers/desired"
 	"github.com/backendslice/backendslice/controllers/endpointslices"
+	"github.com/backendslice/backendslice/controllers/tenancy"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -61,7 +63,16 @@ func answer(addrs ...string) resolved {
 	for _, a := range addrs {
 		eps = append(eps, providers.Endpoint{Address: a, Serving: true})
 	}
-	return resolved{results: []desired.SourceResult{{Name: "s", Endpoints: eps}}}
+	return resolved{results: []desired.SourceResult{{Name: "s", Endpoints: eps}}, gates: []gate{{}}}
+}
+
+// restrictedTo is res with its one source restricted to cidr, as through
+// a BackendProvider with allowedCIDRs.
+func restrictedTo(res resolved, cidr string) resolved {
+	allowed := []netip.Prefix{netip.MustParsePrefix(cidr)}
+	res.gates = []gate{{restricted: true, allowed: allowed}}
+	res.results[0].Restricted, res.results[0].Allowed = true, allowed
+	return res
 }
 
 // published is what our slices of xb's Service show for addrs, as the
@@ -127,6 +138,14 @@ func TestPublication(t *testing.T) {
 			answer: answer("192.0.2.1"), slices: []desired.Endpoint{old},
 			want: want{addresses: []string{"192.0.2.1", "192.0.2.9"}, draining: []string{"192.0.2.9"},
 				families: []v1alpha1.AddressType{"IPv4", "IPv6"}, requeue: 30 * time.Second}},
+		{name: "a draining endpoint outside the provider's allowedCIDRs leaves at once", observed: 2, served: both,
+			answer: restrictedTo(answer("192.0.2.1"), "192.0.2.0/31"), slices: []desired.Endpoint{old},
+			want: want{addresses: []string{"192.0.2.1"}, families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
+		{name: "every source refused, nothing remembered (a restart): what is published leaves at once", observed: 2, served: both,
+			answer: resolved{results: []desired.SourceResult{{Name: "s", Err: errors.New("refused")}},
+				gates: []gate{{refused: &tenancy.Refusal{Message: "refused"}}}},
+			slices: []desired.Endpoint{old},
+			want:   want{families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
 		{name: "coalescing holds a provider change back: the slices' endpoints stay", observed: 2, served: both,
 			cfg:    Config{Coalesce: coalesce.Window{Quiet: time.Second, Max: 5 * time.Second}},
 			answer: answer("192.0.2.1"), slices: []desired.Endpoint{old},
@@ -143,8 +162,7 @@ func TestPublication(t *testing.T) {
 			xb := stepBackend(c.observed)
 			if c.cfg.Coalesce.Enabled() {
 				// The window holds only changes after a first answer went out.
-				r.publication(context.Background(), xb, resolved{results: []desired.SourceResult{{Name: "s",
-					Endpoints: []providers.Endpoint{{Address: old.Address, Serving: true}}}}}, observed{served: c.served})
+				r.publication(context.Background(), xb, answer(old.Address), observed{served: c.served})
 			}
 			seen := observed{served: c.served, slices: published(t, xb, svc, c.slices...)}
 			pub := r.publication(context.Background(), xb, c.answer, seen)
