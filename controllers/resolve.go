@@ -97,7 +97,7 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 		g := gates[i]
 		switch {
 		case g.refused != nil:
-			replies[i].err = providers.Terminalf(v1alpha1.ReasonProviderNotAdmitted, "%s", g.refused.Message)
+			replies[i].err = providers.Terminalf(v1alpha1.ReasonProviderNotAdmitted, "%s (rule %s)", g.refused.Message, g.refused.Rule)
 			continue
 		case g.unusable != nil:
 			// Held like any failing provider's answer, but its watches

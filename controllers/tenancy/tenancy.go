@@ -21,8 +21,8 @@ import (
 type Refusal struct {
 	// Provider is the BackendProvider named, "" for a source naming none.
 	Provider string
-	// Rule is the rule that refused, for events and metrics: one of the
-	// Rule constants.
+	// Rule is the rule that refused, one of the Rule constants: status and
+	// events name it after the message.
 	Rule string
 	// Message names the field, the provider and the fix.
 	Message string
