@@ -132,8 +132,12 @@ func TestRenderGolden(t *testing.T) {
 			for _, d := range helmtest.Documents(manifest) {
 				b.WriteString("---\n")
 				if strings.Contains(d, "\nkind: CustomResourceDefinition\n") {
+					var crd unstructured.Unstructured
+					if err := yaml.Unmarshal([]byte(d), &crd.Object); err != nil {
+						t.Fatal(err)
+					}
 					source, _, _ := strings.Cut(d, "\n")
-					b.WriteString(source + "\n# The CRD of config/crd/bases: TestCRDIsTheGeneratedOne checks it.\n")
+					b.WriteString(source + "\n# CRD " + crd.GetName() + " of config/crd/bases: TestCRDIsTheGeneratedOne checks it.\n")
 					continue
 				}
 				b.WriteString(d + "\n")
@@ -172,21 +176,41 @@ func firstDifference(want, got string) string {
 }
 
 // TestCRDIsTheGeneratedOne checks that the chart installs the CRDs of
-// config/crd/bases unchanged, marked to survive `helm uninstall` and Argo CD
-// pruning, and none when crds.install is false.
+// config/crd/bases (ExternalBackend and BackendProvider) unchanged, marked to
+// survive `helm uninstall` and Argo CD pruning, and none when crds.install
+// is false.
 func TestCRDIsTheGeneratedOne(t *testing.T) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]any{}
+	for _, f := range files {
+		var crd map[string]any
+		readYAML(t, filepath.Join("config", "crd", "bases", filepath.Base(f)), &crd)
+		want[(&unstructured.Unstructured{Object: crd}).GetName()] = crd
+	}
+	for _, name := range []string{"externalbackends.backendslice.io", "backendproviders.backendslice.io"} {
+		if _, ok := want[name]; !ok {
+			t.Errorf("config/crd/bases has no CRD %s", name)
+		}
+	}
 	crds := ofKind(render(t, nil), "CustomResourceDefinition")
-	if len(crds) != 1 {
-		t.Fatalf("%d CRDs rendered, want 1", len(crds))
+	if len(crds) != len(want) {
+		t.Errorf("%d CRDs rendered, want the %d of config/crd/bases", len(crds), len(want))
 	}
-	got := crds[0]
-	var want map[string]any
-	readYAML(t, "config/crd/bases/backendslice.io_externalbackends.yaml", &want)
-	if !reflect.DeepEqual(got.Object["spec"], want["spec"]) || got.GetName() != (&unstructured.Unstructured{Object: want}).GetName() {
-		t.Error("the rendered CRD is not the one in config/crd/bases: run `make manifests`")
-	}
-	if a := got.GetAnnotations(); a["helm.sh/resource-policy"] != "keep" || a["argocd.argoproj.io/sync-options"] != "Prune=false,Delete=false" {
-		t.Errorf("CRD annotations %v: want Helm and Argo CD to keep it", a)
+	for _, got := range crds {
+		w, ok := want[got.GetName()]
+		if !ok || !reflect.DeepEqual(got.Object["spec"], w["spec"]) {
+			t.Errorf("the rendered CRD %s is not the one in config/crd/bases: run `make manifests`", got.GetName())
+		}
+		if a := got.GetAnnotations(); a["helm.sh/resource-policy"] != "keep" || a["argocd.argoproj.io/sync-options"] != "Prune=false,Delete=false" {
+			t.Errorf("CRD %s annotations %v: want Helm and Argo CD to keep it", got.GetName(), a)
+		}
 	}
 	if n := len(ofKind(render(t, map[string]any{"crds": map[string]any{"install": false}}), "CustomResourceDefinition")); n != 0 {
 		t.Errorf("crds.install=false renders %d CRDs", n)
@@ -204,31 +228,68 @@ func TestClusterRoleIsTheGeneratedOne(t *testing.T) {
 	}
 }
 
-// TestNoSecretsNoWildcards checks, with every value set, that no role of the
-// chart mentions Secrets or a wildcard.
-func TestNoSecretsNoWildcards(t *testing.T) {
+// TestSecretsOnlyInTheReleaseNamespace checks, with every value set, that
+// no role of the chart grants a wildcard, that the ClusterRole never
+// mentions Secrets, and that Secrets are granted once: list and watch, by a
+// Role in the release namespace bound to the chart's ServiceAccount alone.
+func TestSecretsOnlyInTheReleaseNamespace(t *testing.T) {
 	for _, vs := range valueSets {
-		objs := render(t, values(t, vs.file))
-		for _, kind := range []string{"ClusterRole", "Role"} {
-			for _, o := range ofKind(objs, kind) {
-				var role rbacv1.Role
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range role.Rules {
-					words := slices.Concat(r.APIGroups, r.Resources, r.Verbs, r.NonResourceURLs)
-					if slices.Contains(words, "*") || slices.ContainsFunc(r.Resources, func(s string) bool { return strings.HasPrefix(s, "secrets") }) {
-						t.Errorf("%s: %s %s grants %v", vs.name, kind, o.GetName(), r)
+		t.Run(vs.name, func(t *testing.T) {
+			objs := render(t, values(t, vs.file))
+			var secretRoles []string
+			for _, kind := range []string{"ClusterRole", "Role"} {
+				for _, o := range ofKind(objs, kind) {
+					var role rbacv1.Role
+					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range role.Rules {
+						if slices.Contains(slices.Concat(r.APIGroups, r.Resources, r.Verbs, r.NonResourceURLs), "*") {
+							t.Errorf("%s %s grants a wildcard: %v", kind, o.GetName(), r)
+						}
+						if !slices.ContainsFunc(r.Resources, func(s string) bool { return strings.HasPrefix(s, "secrets") }) {
+							continue
+						}
+						secretRoles = append(secretRoles, o.GetName())
+						switch {
+						case kind != "Role" || o.GetNamespace() != helmtest.Namespace:
+							t.Errorf("%s %s (namespace %q) grants Secrets; only a Role of the release namespace may", kind, o.GetName(), o.GetNamespace())
+						case !slices.Equal(r.APIGroups, []string{""}) || !slices.Equal(r.Resources, []string{"secrets"}) ||
+							!slices.Equal(r.Verbs, []string{"list", "watch"}) || len(r.ResourceNames) > 0:
+							t.Errorf("Role %s grants %v; want list and watch on secrets alone (the controller's cache)", o.GetName(), r)
+						}
 					}
 				}
 			}
-		}
+			if len(secretRoles) != 1 {
+				t.Fatalf("Roles granting Secrets: %v; want one", secretRoles)
+			}
+			var bound bool
+			for _, o := range ofKind(objs, "RoleBinding") {
+				var b rbacv1.RoleBinding
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &b); err != nil {
+					t.Fatal(err)
+				}
+				if b.RoleRef.Kind != "Role" || b.RoleRef.Name != secretRoles[0] {
+					continue
+				}
+				bound = true
+				want := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: helmtest.ReleaseName, Namespace: helmtest.Namespace}}
+				if b.Namespace != helmtest.Namespace || !reflect.DeepEqual(b.Subjects, want) {
+					t.Errorf("RoleBinding %s in %q binds %v; want the chart's ServiceAccount alone, in the release namespace", b.Name, b.Namespace, b.Subjects)
+				}
+			}
+			if !bound {
+				t.Errorf("no RoleBinding binds Role %s", secretRoles[0])
+			}
+		})
 	}
 }
 
 // TestDeployment checks the controller Pods with every value set: leader
 // election in the release namespace, the restricted security context,
-// probes on the health port, and the Consul token Secret as a volume only.
+// probes on the health port, the Consul token Secret as a volume only, and
+// POD_NAMESPACE from the downward API.
 func TestDeployment(t *testing.T) {
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
@@ -265,6 +326,18 @@ func TestDeployment(t *testing.T) {
 					t.Errorf("Secret volume %s mounted at %v", v.Name, c.VolumeMounts)
 				}
 			}
+			// The controller's namespace, whose Secrets it reads, is the
+			// Pod's own, from the downward API: the namespace of the Role
+			// that lets it read them.
+			podNamespace := []corev1.EnvVar{{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"},
+			}}}
+			if !reflect.DeepEqual(c.Env, podNamespace) {
+				t.Errorf("env %+v, want POD_NAMESPACE from metadata.namespace alone", c.Env)
+			}
+			if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--controller-namespace") }) {
+				t.Errorf("args %v pass --controller-namespace; the controller takes $POD_NAMESPACE", c.Args)
+			}
 		})
 	}
 }
@@ -285,6 +358,7 @@ func TestFlags(t *testing.T) {
 			"--coalesce-quiet=0s", "--coalesce-max=5s",
 			"--denied-cidrs=fd00:ec2::254/128,100.100.100.200/32",
 			"--denied-names=metadata.google.internal,metadata.goog", "--zap-log-level=info",
+			"--cluster-domain=cluster.local", "--allow-sources-without-provider=false", "--deny-pod-cidrs=false",
 		}},
 		{"production", "testdata/values-production.yaml", []string{
 			"--concurrent=8", "--kube-api-qps=100", "--kube-api-burst=200",
@@ -292,6 +366,7 @@ func TestFlags(t *testing.T) {
 			"--coalesce-quiet=1s", "--coalesce-max=5s",
 			"--denied-cidrs=fd00:ec2::254/128,100.100.100.200/32,10.0.0.0/16,172.20.0.0/16,fd00:10:96::/112",
 			"--denied-names=metadata.google.internal,metadata.goog,*.cluster.local", "--zap-log-level=debug",
+			"--cluster-domain=k8s.example.internal", "--allow-sources-without-provider=true", "--deny-pod-cidrs=true",
 			"--aws-allowed-role-arns=arn:aws:iam::123456789012:role/rds-reader,arn:aws:iam::210987654321:role/ec2-reader",
 			"--consul-address=https://consul.consul.svc:8501",
 			"--consul-token-file=/var/run/secrets/backendslice/consul/token",
@@ -353,6 +428,11 @@ func TestSchemaRejects(t *testing.T) {
 		{"no disruption allowed", "podDisruptionBudget: {maxUnavailable: 0}", []string{"/podDisruptionBudget/maxUnavailable"}},
 		{"annotation value not a string", "serviceAccount: {annotations: {eks.amazonaws.com/role-arn: 12}}", []string{"/serviceAccount/annotations/eks.amazonaws.com~1role-arn", "want string"}},
 		{"crds.install as a string", `crds: {install: "yes"}`, []string{"/crds/install", "want boolean"}},
+		{"allowSourcesWithoutProvider as a string", `controller: {allowSourcesWithoutProvider: "true"}`, []string{"/controller/allowSourcesWithoutProvider", "want boolean"}},
+		{"denyPodCIDRs as a string", `controller: {denyPodCIDRs: "yes"}`, []string{"/controller/denyPodCIDRs", "want boolean"}},
+		{"cluster domain with a trailing dot", "controller: {clusterDomain: cluster.local.}", []string{"/controller/clusterDomain", "does not match pattern"}},
+		{"cluster domain in capitals", "controller: {clusterDomain: Cluster.Local}", []string{"/controller/clusterDomain", "does not match pattern"}},
+		{"empty cluster domain", `controller: {clusterDomain: ""}`, []string{"/controller/clusterDomain"}},
 	}
 	ch := load(t)
 	for _, c := range cases {

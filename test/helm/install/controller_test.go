@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/tools/clientcmd"
@@ -36,7 +37,15 @@ const (
 	childKubeconfigEnv = "BACKENDSLICE_HELMTEST_KUBECONFIG"
 	// childLeaseNamespaceEnv is where it keeps its leader election lease.
 	childLeaseNamespaceEnv = "BACKENDSLICE_HELMTEST_LEASE_NAMESPACE"
+	// podNamespaceEnv is the controller's own namespace, the only one whose
+	// Secrets it reads: the chart sets it from the downward API, and the
+	// parent sets it to the namespace whose Role grants them.
+	podNamespaceEnv = "POD_NAMESPACE"
 )
+
+// stopGrace is how long an interrupted controller may take to exit before
+// it is killed.
+const stopGrace = 10 * time.Second
 
 // refusedPrefix starts each line in which the child reports a refused request.
 const refusedPrefix = "refused "
@@ -71,6 +80,23 @@ func runChildController(kubeconfig, leaseNamespace string) int {
 	return 0
 }
 
+// childConfig is the controller's configuration in the child: the tests'
+// defaults, with every setting the chart's grants exist for turned on, so
+// that each grant is exercised.
+func childConfig() controllers.Config {
+	c := framework.TestConfig()
+	// The scenarios written before BackendProviders publish sources that
+	// name none, as an install migrating from 0.1 does.
+	c.AllowSourcesWithoutProvider = true
+	// The Secrets BackendProviders name are read here, as the chart's
+	// Deployment says: list and watch on Secrets in this namespace alone.
+	c.Namespace = os.Getenv(podNamespaceEnv)
+	// The chart grants list and watch on Nodes for --deny-pod-cidrs
+	// (controller.denyPodCIDRs).
+	c.DenyPodCIDRs = true
+	return c
+}
+
 // runController runs the manager of the binary, with the static provider,
 // until the process is interrupted.
 func runController(kubeconfig, leaseNamespace string) error {
@@ -88,7 +114,7 @@ func runController(kubeconfig, leaseNamespace string) error {
 		HealthProbeBindAddress:  "0",
 		LeaderElection:          true,
 		LeaderElectionNamespace: leaseNamespace,
-		Config:                  framework.TestConfig(),
+		Config:                  childConfig(),
 		Providers:               reg,
 	})
 	if err != nil {
@@ -132,15 +158,17 @@ type controllerProcess struct {
 	exitErr error
 }
 
-// startController runs the controller as id, with its lease in
-// leaseNamespace, until the test ends. env adds to the child's environment.
-func startController(t *testing.T, id identity, leaseNamespace string, env ...string) *controllerProcess {
+// startController runs the controller as id in namespace, the release
+// namespace it would be installed in (its lease and the Secrets it reads),
+// until the test ends. env adds to the child's environment.
+func startController(t *testing.T, id identity, namespace string, env ...string) *controllerProcess {
 	t.Helper()
 	p := &controllerProcess{exited: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0])
 	p.cmd.Env = append(os.Environ(),
 		childKubeconfigEnv+"="+writeKubeconfig(t, id.config()),
-		childLeaseNamespaceEnv+"="+leaseNamespace)
+		childLeaseNamespaceEnv+"="+namespace,
+		podNamespaceEnv+"="+namespace)
 	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stderr = &p.output
 	stdout, err := p.cmd.StdoutPipe()
@@ -152,7 +180,13 @@ func startController(t *testing.T, id identity, leaseNamespace string, env ...st
 	}
 	go p.read(stdout)
 	t.Cleanup(func() {
-		p.stop()
+		if !p.stop(stopGrace) {
+			// controller-runtime's manager (v0.25.2) waits without end
+			// for the informers it starts before any controller (the
+			// ExternalBackends', which has an index) when one can never
+			// list, and on interrupt spins in that wait instead of returning.
+			t.Logf("the controller did not exit within %s of an interrupt: killed", stopGrace)
+		}
 		if t.Failed() {
 			t.Logf("controller (as %s) output:\n%s", id.user(), p.output.String())
 		}
@@ -180,15 +214,24 @@ func (p *controllerProcess) read(stdout io.Reader) {
 	close(p.exited)
 }
 
-// stop interrupts the controller, which releases its lease, and waits for it.
-func (p *controllerProcess) stop() {
+// stop interrupts the controller, which releases its lease, and waits for
+// it; one that has not exited within grace is killed. It says whether the
+// controller exited on its own.
+func (p *controllerProcess) stop(grace time.Duration) bool {
 	select {
 	case <-p.exited:
-		return
+		return true
 	default:
 	}
 	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.exited:
+		return true
+	case <-time.After(grace):
+	}
+	_ = p.cmd.Process.Kill()
 	<-p.exited
+	return false
 }
 
 // refusals are the requests the API server has refused the controller so far.

@@ -1,8 +1,9 @@
 // Package install installs the backendslice chart into a real kube-apiserver
 // with the Helm Go SDK and proves its RBAC: the controller, run under the
 // chart's ServiceAccount through impersonation, passes the end-to-end
-// scenarios; the same identity is refused everything else; and every rule
-// the chart grants is shown to be needed by taking it away.
+// scenarios; the same identity may read Secrets in the release namespace
+// alone and is refused everything else; and every rule the chart grants is
+// shown to be needed by taking it away.
 //
 // The controller runs in a child process (this test binary, started again):
 // controller-runtime allows one controller of a name per process, and each

@@ -10,6 +10,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -165,16 +166,73 @@ func waitGranted(t *testing.T, id identity, ns string, clusterRules, nsRules []r
 
 // allowed asks the authoriser, as an administrator, whether id may do attrs.
 func allowed(id identity, attrs *authorizationv1.ResourceAttributes) error {
+	ok, err := mayDo(id, attrs)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%s may not %s %s/%s (%s) in %q yet", id.user(), attrs.Verb, attrs.Resource, attrs.Subresource, attrs.Group, attrs.Namespace)
+	}
+	return nil
+}
+
+// mayDo asks the authoriser with a SubjectAccessReview, as
+// `kubectl auth can-i --as` does, whether id (with the groups a
+// ServiceAccount token carries) may do attrs; a namespace of "" asks about
+// every namespace at once.
+func mayDo(id identity, attrs *authorizationv1.ResourceAttributes) (bool, error) {
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:               id.user(),
 		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + id.namespace, "system:authenticated"},
 		ResourceAttributes: attrs,
 	}}
 	if err := framework.E().Client.Create(ctx, sar); err != nil {
-		return err
+		return false, err
 	}
-	if !sar.Status.Allowed {
-		return fmt.Errorf("%s may not %s %s/%s (%s) in %q yet", id.user(), attrs.Verb, attrs.Resource, attrs.Subresource, attrs.Group, attrs.Namespace)
+	return sar.Status.Allowed, nil
+}
+
+// secretVerbs are every verb the API server authorises on Secrets.
+var secretVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+
+// checkSecretAccess shows, through the authoriser, that id reads Secrets
+// in its own namespace alone and only as its cache does (list and watch:
+// get is not needed, and list discloses as much), and never writes one;
+// then that a list there succeeds and one elsewhere is refused.
+func checkSecretAccess(t *testing.T, id identity) {
+	t.Helper()
+	other := framework.Namespace(t)
+	for _, c := range []struct {
+		where, namespace string
+		may              []string
+	}{
+		{"its namespace", id.namespace, []string{"list", "watch"}},
+		{"another namespace", other, nil},
+		{"kube-system", metav1.NamespaceSystem, nil},
+		{"every namespace (cluster-wide)", metav1.NamespaceAll, nil},
+	} {
+		for _, verb := range secretVerbs {
+			for _, name := range []string{"", "x"} {
+				if name != "" && (verb == "list" || verb == "watch" || verb == "create" || verb == "deletecollection") {
+					continue
+				}
+				ok, err := mayDo(id, &authorizationv1.ResourceAttributes{Namespace: c.namespace, Verb: verb, Resource: "secrets", Name: name})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := slices.Contains(c.may, verb); ok != want {
+					t.Errorf("%s may %s secrets %q in %s: %v, want %v", id.user(), verb, name, c.where, ok, want)
+				}
+			}
+		}
 	}
-	return nil
+	as := id.client(t)
+	if err := as.List(ctx, &corev1.SecretList{}, client.InNamespace(id.namespace)); err != nil {
+		t.Errorf("listing Secrets in its namespace %s: %v", id.namespace, err)
+	}
+	for _, ns := range []string{other, metav1.NamespaceAll} {
+		if err := as.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
+			t.Errorf("listing Secrets in %q: got %v, want Forbidden", ns, err)
+		}
+	}
 }

@@ -26,6 +26,9 @@ import (
 // crdName is the ExternalBackend CRD's name.
 const crdName = "externalbackends.backendslice.io"
 
+// providerCRDName is the BackendProvider CRD's name.
+const providerCRDName = "backendproviders.backendslice.io"
+
 // leaseName is the leader election lease the controller takes.
 const leaseName = "backendslice-controller.backendslice.io"
 
@@ -33,9 +36,11 @@ const leaseName = "backendslice-controller.backendslice.io"
 const upgradeColumn = "Upgraded"
 
 // TestRelease installs the chart with its defaults into the API server,
-// runs the controller under the chart's ServiceAccount through every
-// scenario, shows that identity refused everything else, upgrades the
-// release with a changed CRD and uninstalls it, keeping the CRD.
+// runs the controller under the chart's ServiceAccount, in the release
+// namespace as the chart's Deployment does, through every scenario, shows
+// that identity reading Secrets in the release namespace alone and refused
+// everything else, upgrades the release with a changed CRD and uninstalls
+// it, keeping the CRDs.
 func TestRelease(t *testing.T) {
 	ch, err := helmtest.Load()
 	if err != nil {
@@ -56,9 +61,11 @@ func TestRelease(t *testing.T) {
 		}
 		manifest = rel.Manifest
 		checkAllExist(t, manifest)
-		crd := getCRD(t)
-		if a := crd.GetAnnotations(); a["helm.sh/resource-policy"] != "keep" || a["meta.helm.sh/release-name"] != helmtest.ReleaseName {
-			t.Errorf("CRD annotations %v: want it kept on uninstall and owned by the release", a)
+		for _, name := range []string{crdName, providerCRDName} {
+			crd := getCRDNamed(t, name)
+			if a := crd.GetAnnotations(); a["helm.sh/resource-policy"] != "keep" || a["meta.helm.sh/release-name"] != helmtest.ReleaseName {
+				t.Errorf("CRD %s annotations %v: want it kept on uninstall and owned by the release", name, a)
+			}
 		}
 	}) {
 		t.FailNow()
@@ -68,7 +75,7 @@ func TestRelease(t *testing.T) {
 		cluster, namespaced := rulesOf(t, manifest)
 		waitGranted(t, id, ns, cluster, namespaced)
 		p := startController(t, id, ns)
-		runScenarios(t)
+		runScenarios(t, ns)
 		lease := &coordinationv1.Lease{}
 		if err := framework.E().Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: leaseName}, lease); err != nil || lease.Spec.HolderIdentity == nil {
 			t.Errorf("leader election lease: %v, holder %v", err, lease.Spec.HolderIdentity)
@@ -86,6 +93,9 @@ func TestRelease(t *testing.T) {
 	t.Run("the chart ServiceAccount is refused everything else", func(t *testing.T) {
 		checkRefused(t, id)
 	})
+	t.Run("the chart ServiceAccount reads Secrets in its namespace alone", func(t *testing.T) {
+		checkSecretAccess(t, id)
+	})
 	t.Run("upgrade updates the CRD", func(t *testing.T) {
 		up := action.NewUpgrade(cfg)
 		up.Namespace = ns
@@ -97,15 +107,23 @@ func TestRelease(t *testing.T) {
 			t.Errorf("the CRD lacks the %s column the upgraded chart adds", upgradeColumn)
 		}
 	})
-	t.Run("uninstall keeps the CRD and the ExternalBackends", func(t *testing.T) {
-		xb := startBackend(t, framework.Namespace(t))
+	t.Run("uninstall keeps the CRDs with the ExternalBackends and BackendProviders", func(t *testing.T) {
+		ns := framework.Namespace(t)
+		bp := createProvider(t, ns, "static", v1alpha1.BackendProviderSpec{
+			Static: &v1alpha1.StaticProvider{}, Namespaces: v1alpha1.NamespaceSelection{Names: []string{ns}}, AllowedCIDRs: documentationRanges,
+		})
+		xb := startBackend(t, ns, namingProvider(bp.Name))
 		res, err := action.NewUninstall(cfg).Run(helmtest.ReleaseName)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("uninstall: %s", res.Info)
 		getCRD(t)
+		getCRDNamed(t, providerCRDName)
 		framework.Get(t, xb)
+		if err := framework.E().Client.Get(ctx, client.ObjectKeyFromObject(bp), &v1alpha1.BackendProvider{}); err != nil {
+			t.Errorf("BackendProvider %s after uninstall: %v", bp.Name, err)
+		}
 		objs, err := helmtest.Objects(manifest)
 		if err != nil {
 			t.Fatal(err)
@@ -140,11 +158,17 @@ func checkAllExist(t *testing.T, manifest string) {
 // getCRD reads the ExternalBackend CRD.
 func getCRD(t *testing.T) *unstructured.Unstructured {
 	t.Helper()
+	return getCRDNamed(t, crdName)
+}
+
+// getCRDNamed reads a CRD.
+func getCRDNamed(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
 	crd := &unstructured.Unstructured{}
 	crd.SetAPIVersion("apiextensions.k8s.io/v1")
 	crd.SetKind("CustomResourceDefinition")
-	if err := framework.E().Client.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
-		t.Fatalf("reading the CRD: %v", err)
+	if err := framework.E().Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		t.Fatalf("reading the CRD %s: %v", name, err)
 	}
 	return crd
 }
@@ -221,8 +245,9 @@ func hasColumn(versions []any, name string) bool {
 	return true
 }
 
-// checkRefused shows that id can neither read Secrets, nor write
-// ExternalBackends or anything but what the controller writes, nor touch
+// checkRefused shows that id can neither read Secrets but by listing them
+// in its namespace (checkSecretAccess), nor write ExternalBackends,
+// BackendProviders or anything but what the controller writes, nor touch
 // cluster-scoped objects: each attempt is refused.
 func checkRefused(t *testing.T, id identity) {
 	ns := id.namespace
@@ -239,12 +264,32 @@ func checkRefused(t *testing.T, id identity) {
 		what string
 		do   func() error
 	}{
+		// Its cache lists and watches the Secrets of its namespace; it
+		// never gets one, so get is not granted.
 		{"get a Secret in its namespace", func() error {
 			return as.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sh.helm.release.v1." + helmtest.ReleaseName + ".v1"}, &corev1.Secret{})
 		}},
-		{"list Secrets in its namespace", func() error { return as.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)) }},
+		{"get a Secret in another namespace", func() error {
+			return as.Get(ctx, client.ObjectKey{Namespace: xb.Namespace, Name: "x"}, &corev1.Secret{})
+		}},
+		{"list Secrets in another namespace", func() error { return as.List(ctx, &corev1.SecretList{}, client.InNamespace(xb.Namespace)) }},
 		{"list Secrets in every namespace", func() error { return as.List(ctx, &corev1.SecretList{}) }},
 		{"create a Secret", func() error { return as.Create(ctx, &corev1.Secret{ObjectMeta: otherNS}) }},
+		{"create a Secret in its namespace", func() error {
+			return as.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}})
+		}},
+		{"delete a Secret in its namespace", func() error {
+			return as.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sh.helm.release.v1." + helmtest.ReleaseName + ".v1"}})
+		}},
+		{"create a BackendProvider", func() error {
+			return as.Create(ctx, &v1alpha1.BackendProvider{ObjectMeta: metav1.ObjectMeta{Name: "refused"}, Spec: v1alpha1.BackendProviderSpec{
+				Static: &v1alpha1.StaticProvider{}, Namespaces: v1alpha1.NamespaceSelection{Names: []string{xb.Namespace}}, AllowedCIDRs: []string{"0.0.0.0/0"},
+			}})
+		}},
+		{"label a Namespace (admitting it to a provider)", func() error {
+			return as.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: xb.Namespace}},
+				client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"payments"}}}`)))
+		}},
 		{"create an ExternalBackend", func() error {
 			return as.Create(ctx, &v1alpha1.ExternalBackend{ObjectMeta: otherNS, Spec: xb.Spec})
 		}},
@@ -275,7 +320,10 @@ func checkRefused(t *testing.T, id identity) {
 			})
 		}},
 		{"update the CRD", func() error { return as.Update(ctx, crd.DeepCopy()) }},
-		{"list Nodes", func() error { return as.List(ctx, &corev1.NodeList{}) }},
+		// It lists and watches Nodes (--deny-pod-cidrs), nothing more.
+		{"get a Node", func() error { return as.Get(ctx, client.ObjectKey{Name: "x"}, &corev1.Node{}) }},
+		{"update a Node", func() error { return as.Update(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "x"}}) }},
+		{"list PersistentVolumes", func() error { return as.List(ctx, &corev1.PersistentVolumeList{}) }},
 	} {
 		if err := c.do(); !apierrors.IsForbidden(err) {
 			t.Errorf("%s: got %v, want Forbidden", c.what, err)

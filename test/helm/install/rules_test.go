@@ -69,6 +69,21 @@ var needs = map[request]need{
 	{"create", "coordination.k8s.io", "leases"}:      {scenario: &core, shows: neverReconciled},
 	{"update", "coordination.k8s.io", "leases"}:      {scenario: &core, shows: leadershipLost},
 	{"create", "", "events"}:                         {scenario: &core, shows: noLeaderElectionEvent},
+	// Tenancy: BackendProviders and the namespaces they admit, read from
+	// the cache, and the providers' status.
+	{"list", xbGroup, "backendproviders"}:         {scenario: &throughProvider, env: []string{noWatchList}, shows: neverReconciledNorReported},
+	{"watch", xbGroup, "backendproviders"}:        {scenario: &throughProvider},
+	{"patch", xbGroup, "backendproviders/status"}: {scenario: &throughProvider, shows: providerStatusNotWritten},
+	{"list", "", "namespaces"}:                    {scenario: &admittedByLabel, env: []string{noWatchList}, shows: neverReconciled},
+	{"watch", "", "namespaces"}:                   {scenario: &admittedByLabel},
+	// The Secrets BackendProviders name, in the controller's namespace
+	// alone (the chart's -secrets Role): its cache lists and watches them,
+	// and never gets one, so get is not granted.
+	{"list", "", "secrets"}:  {scenario: &providerSecret, env: []string{noWatchList}, shows: neverReconciledNorReported},
+	{"watch", "", "secrets"}: {scenario: &providerSecret},
+	// The Nodes' Pod ranges (--deny-pod-cidrs, on in the child).
+	{"list", "", "nodes"}:  {scenario: &podRange, env: []string{noWatchList}, shows: neverReconciled},
+	{"watch", "", "nodes"}: {scenario: &podRange},
 }
 
 // unexercised are requests the chart grants, because the controller's RBAC
@@ -111,7 +126,7 @@ func TestEachRuleIsNeeded(t *testing.T) {
 			drop := func(r request) bool { return r == req }
 			id := grant(t, ns, without(cluster, drop), without(namespaced, drop))
 			p := startController(t, id, ns, n.env...)
-			r := &refusedRun{req: req, leaseNamespace: ns, controller: p, xb: n.scenario.begin(t, ns)}
+			r := &refusedRun{req: req, leaseNamespace: ns, controller: p, xb: n.scenario.begin(t, ns, ns)}
 			p.waitRefused(t, req)
 			if n.shows != nil {
 				n.shows(t, r)
@@ -123,7 +138,7 @@ func TestEachRuleIsNeeded(t *testing.T) {
 		drop := func(r request) bool { _, ok := unexercised[r]; return ok }
 		id := grant(t, ns, without(cluster, drop), without(namespaced, drop))
 		p := startController(t, id, ns)
-		runScenarios(t)
+		runScenarios(t, ns)
 		for _, r := range p.refusals() {
 			t.Errorf("refused %s (%s)", r, unexercised[r])
 		}

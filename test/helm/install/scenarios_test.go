@@ -37,19 +37,21 @@ const (
 // of the rights the chart grants; run with every right it reaches done.
 type scenario struct {
 	name string
-	// start creates what the scenario begins with in ns, then the backend.
-	start func(t *testing.T, ns string) *v1alpha1.ExternalBackend
+	// start creates what the scenario begins with in ns (and, for Secrets,
+	// in controllerNS, the controller's own namespace), then the backend.
+	start func(t *testing.T, ns, controllerNS string) *v1alpha1.ExternalBackend
 	// change, if set, is made once the backend is Ready.
 	change func(t *testing.T, xb *v1alpha1.ExternalBackend)
 	// done waits for what the controller achieves with every right.
 	done func(t *testing.T, xb *v1alpha1.ExternalBackend)
 }
 
-// begin creates the backend and, when the scenario has a change, makes it
-// once the backend is Ready.
-func (s *scenario) begin(t *testing.T, ns string) *v1alpha1.ExternalBackend {
+// begin creates the backend in ns for a controller running in
+// controllerNS and, when the scenario has a change, makes it once the
+// backend is Ready.
+func (s *scenario) begin(t *testing.T, ns, controllerNS string) *v1alpha1.ExternalBackend {
 	t.Helper()
-	xb := s.start(t, ns)
+	xb := s.start(t, ns, controllerNS)
 	if s.change != nil {
 		framework.WaitReady(t, xb)
 		s.change(t, xb)
@@ -60,21 +62,25 @@ func (s *scenario) begin(t *testing.T, ns string) *v1alpha1.ExternalBackend {
 // scenarios are every scenario, in the order they are run.
 var scenarios = []*scenario{
 	&core, &portChange, &toHeadless, &rename, &unhealthy, &shrink, &foreignService, &foreignSlice, &driftTwice,
+	&throughProvider, &admittedByLabel, &providerSecret, &podRange,
 }
+
+// startStatic starts the scenarios' backend, whose source names no BackendProvider.
+func startStatic(t *testing.T, ns, _ string) *v1alpha1.ExternalBackend { return startBackend(t, ns) }
 
 // core is the end-to-end scenario: a dual-stack static backend becomes
 // Ready with a selectorless dual-stack Service owned by it, one slice per
 // family owned by the Service, and events about it.
 var core = scenario{
 	name:  "core",
-	start: startBackend,
+	start: startStatic,
 	done:  checkCore,
 }
 
 // portChange changes the Service's port: the Service is updated.
 var portChange = scenario{
 	name:  "port-change",
-	start: startBackend,
+	start: startStatic,
 	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
 		mustUpdate(t, xb, func(xb *v1alpha1.ExternalBackend) { xb.Spec.Service.Ports[0].Port = 5433 })
 	},
@@ -90,7 +96,7 @@ var portChange = scenario{
 // IP, so the controller deletes and recreates it.
 var toHeadless = scenario{
 	name:  "to-headless",
-	start: startBackend,
+	start: startStatic,
 	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
 		mustUpdate(t, xb, func(xb *v1alpha1.ExternalBackend) { xb.Spec.Service.Type = v1alpha1.ServiceTypeHeadless })
 	},
@@ -106,7 +112,7 @@ var toHeadless = scenario{
 // slices with one delete-collection call.
 var rename = scenario{
 	name:  "rename",
-	start: startBackend,
+	start: startStatic,
 	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
 		mustUpdate(t, xb, func(xb *v1alpha1.ExternalBackend) { xb.Spec.Service.Name = "db-renamed" })
 	},
@@ -129,7 +135,7 @@ var rename = scenario{
 // unhealthy marks an endpoint unhealthy: its slice is updated.
 var unhealthy = scenario{
 	name:  "unhealthy",
-	start: startBackend,
+	start: startStatic,
 	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
 		mustUpdate(t, xb, func(xb *v1alpha1.ExternalBackend) {
 			xb.Spec.Sources[0].Static.Endpoints[0].Health = v1alpha1.HealthUnhealthy
@@ -154,7 +160,7 @@ var unhealthy = scenario{
 // slice is deleted.
 var shrink = scenario{
 	name:  "shrink",
-	start: startBackend,
+	start: startStatic,
 	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
 		mustUpdate(t, xb, func(xb *v1alpha1.ExternalBackend) {
 			xb.Spec.Sources[0].Static.Endpoints = xb.Spec.Sources[0].Static.Endpoints[:2]
@@ -173,7 +179,7 @@ var shrink = scenario{
 // the controller reads it (past its cache) to say whose it is.
 var foreignService = scenario{
 	name: "foreign-service",
-	start: func(t *testing.T, ns string) *v1alpha1.ExternalBackend {
+	start: func(t *testing.T, ns, _ string) *v1alpha1.ExternalBackend {
 		framework.Create(t, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backendName},
 			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
@@ -190,7 +196,7 @@ var foreignService = scenario{
 // under a generated name.
 var foreignSlice = scenario{
 	name: "foreign-slice",
-	start: func(t *testing.T, ns string) *v1alpha1.ExternalBackend {
+	start: func(t *testing.T, ns, _ string) *v1alpha1.ExternalBackend {
 		framework.Create(t, &discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: backendName + "-ipv4-0"},
 			AddressType: discoveryv1.AddressTypeIPv4,
@@ -212,7 +218,7 @@ var foreignSlice = scenario{
 // the event recorder turns into a series by patching the first event.
 var driftTwice = scenario{
 	name:  "drift-twice",
-	start: startBackend,
+	start: startStatic,
 	change: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
 		for range 2 {
 			deleteService(t, xb)
@@ -230,9 +236,9 @@ var driftTwice = scenario{
 	},
 }
 
-// startBackend creates the scenarios' backend in ns, and deletes it when the
-// test ends so that later controllers do not see it.
-func startBackend(t *testing.T, ns string) *v1alpha1.ExternalBackend {
+// startBackend creates the scenarios' backend in ns, changed by edits, and
+// deletes it when the test ends so that later controllers do not see it.
+func startBackend(t *testing.T, ns string, edits ...func(*v1alpha1.ExternalBackend)) *v1alpha1.ExternalBackend {
 	t.Helper()
 	xb := &v1alpha1.ExternalBackend{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backendName},
@@ -246,6 +252,9 @@ func startBackend(t *testing.T, ns string) *v1alpha1.ExternalBackend {
 				{Address: ipv6, Zone: "zone-a", Hostname: "db-0"},
 			}}}},
 		},
+	}
+	for _, edit := range edits {
+		edit(xb)
 	}
 	framework.Create(t, xb)
 	t.Cleanup(func() {
@@ -356,14 +365,14 @@ func deleteService(t *testing.T, xb *v1alpha1.ExternalBackend) {
 
 // runScenarios runs every scenario, side by side in namespaces of their
 // own, each to its outcome with every right, against the controller that
-// already runs.
-func runScenarios(t *testing.T) {
+// already runs in controllerNS.
+func runScenarios(t *testing.T, controllerNS string) {
 	t.Helper()
 	t.Run("scenarios", func(t *testing.T) {
 		for _, s := range scenarios {
 			t.Run(s.name, func(t *testing.T) {
 				t.Parallel()
-				xb := s.begin(t, framework.Namespace(t))
+				xb := s.begin(t, framework.Namespace(t), controllerNS)
 				s.done(t, xb)
 			})
 		}
