@@ -59,6 +59,10 @@ type Reconciler struct {
 	drains *byName[[]v1alpha1.DrainingEndpoint]
 	// bursts holds the coalescing window's state.
 	bursts *byName[coalesce.State]
+	// written holds the resourceVersion of each backend as this process
+	// last wrote or read it live: a cached copy at another version may be
+	// older than our own last status patch (see current).
+	written *byName[string]
 	// own tells the watch events of our own writes from others', by kind.
 	own map[string]writeTracker
 	// again spaces out the passes that must look again soon (a Service
@@ -78,8 +82,8 @@ type Reconciler struct {
 // Reconcile loads the ExternalBackend, runs the steps and patches status once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	start := r.Clock.Now()
-	xb := &v1alpha1.ExternalBackend{}
-	if err := r.Get(ctx, req.NamespacedName, xb); err != nil {
+	xb, err := r.current(ctx, req.NamespacedName)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.release(req.NamespacedName)
 		}
@@ -123,6 +127,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return ctrl.Result{}, nil
 }
 
+// current reads the backend from the cache, or past it when the cache may
+// not show our own last status patch yet: status is patched as a diff
+// from what was read, and a diff from an older status would leave fields
+// of the newer one (a drain that ended) in place, with nothing to trigger
+// another pass (status changes do not).
+func (r *Reconciler) current(ctx context.Context, key types.NamespacedName) (*v1alpha1.ExternalBackend, error) {
+	xb := &v1alpha1.ExternalBackend{}
+	if err := r.Get(ctx, key, xb); err != nil {
+		return nil, err
+	}
+	if rv, ok := r.written.get(key); !ok || rv == xb.ResourceVersion {
+		return xb, nil
+	}
+	if err := r.APIReader.Get(ctx, key, xb); err != nil {
+		return nil, err
+	}
+	r.written.set(key, xb.ResourceVersion)
+	return xb, nil
+}
+
 // sync runs the steps, each taking what the one before returned: admit
 // the sources, resolve them, read what is published, decide what to publish, write the
 // Service, write the slices.
@@ -157,6 +181,7 @@ func (r *Reconciler) release(key types.NamespacedName) {
 	r.known.forget(key)
 	r.bursts.forget(key)
 	r.drains.forget(key)
+	r.written.forget(key)
 	r.again.Forget(key)
 	r.Providers.Forget(key)
 }
@@ -198,6 +223,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.known = newByName[map[string]lastAnswer]()
 	r.bursts = newByName[coalesce.State]()
 	r.drains = newByName[[]v1alpha1.DrainingEndpoint]()
+	r.written = newByName[string]()
 	r.own = newOwnWritesByKind()
 	r.again = retryLimiter[types.NamespacedName]()
 	if r.Clock == nil {

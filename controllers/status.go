@@ -104,7 +104,11 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.Ex
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
 	defer cancel()
-	return client.IgnoreNotFound(r.Status().Patch(ctx, after, client.MergeFrom(before)))
+	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.written.set(client.ObjectKeyFromObject(after), after.ResourceVersion)
+	return nil
 }
 
 // statusPatchTimeout bounds the status patch that ends every reconcile.

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -310,4 +311,46 @@ func TestSyncSlices(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCurrentReadsPastAStaleCache: a cached backend older than this
+// process's own last status patch is read again from the API server, since
+// a status diff from the older copy would leave the newer status's fields
+// in place; a cache that caught up costs no read.
+func TestCurrentReadsPastAStaleCache(t *testing.T) {
+	stale := stepBackend(2)
+	stale.Status.Draining = []v1alpha1.DrainingEndpoint{{Address: "192.0.2.9"}}
+	fresh := stale.DeepCopy()
+	fresh.Status.Draining = nil
+	cache := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(stale).Build()
+	var liveReads int
+	live := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(fresh).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+			liveReads++
+			return c.Get(ctx, key, o, opts...)
+		},
+	}).Build()
+	r := &Reconciler{Client: cache, APIReader: live, written: newByName[string]()}
+	key := client.ObjectKeyFromObject(stale)
+
+	if _, err := r.current(context.Background(), key); err != nil || liveReads != 0 {
+		t.Fatalf("nothing written yet: %v, %d live reads, want none", err, liveReads)
+	}
+	r.written.set(key, "our-patch")
+	xb, err := r.current(context.Background(), key)
+	if err != nil || liveReads != 1 || len(xb.Status.Draining) != 0 {
+		t.Fatalf("cache older than our patch: %v, %d live reads, draining %v; want the live copy", err, liveReads, xb.Status.Draining)
+	}
+	if _, err := r.current(context.Background(), key); err != nil || liveReads != 1 {
+		t.Errorf("cache at the version read live: %v, %d live reads, want no more", err, liveReads)
+	}
+}
+
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
