@@ -140,9 +140,16 @@ func (r *Reconciler) current(ctx context.Context, key types.NamespacedName) (*v1
 	if rv, ok := r.written.get(key); !ok || rv == xb.ResourceVersion {
 		return xb, nil
 	}
-	if err := r.APIReader.Get(ctx, key, xb); err != nil {
+	// A list of one by name, not a get: the controller's role lists and
+	// watches ExternalBackends, and needs no more for this.
+	var live v1alpha1.ExternalBackendList
+	if err := r.APIReader.List(ctx, &live, client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name}); err != nil {
 		return nil, err
 	}
+	if len(live.Items) == 0 {
+		return nil, apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("externalbackends").GroupResource(), key.Name)
+	}
+	xb = &live.Items[0]
 	r.written.set(key, xb.ResourceVersion)
 	return xb, nil
 }

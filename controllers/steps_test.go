@@ -324,10 +324,13 @@ func TestCurrentReadsPastAStaleCache(t *testing.T) {
 	fresh.Status.Draining = nil
 	cache := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(stale).Build()
 	var liveReads int
-	live := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(fresh).WithInterceptorFuncs(interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+	// The API server selects by metadata.name itself; the fake needs an index.
+	byName := func(o client.Object) []string { return []string{o.GetName()} }
+	live := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(fresh).
+		WithIndex(&v1alpha1.ExternalBackend{}, "metadata.name", byName).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			liveReads++
-			return c.Get(ctx, key, o, opts...)
+			return c.List(ctx, list, opts...)
 		},
 	}).Build()
 	r := &Reconciler{Client: cache, APIReader: live, written: newByName[string]()}
@@ -338,8 +341,11 @@ func TestCurrentReadsPastAStaleCache(t *testing.T) {
 	}
 	r.written.set(key, "our-patch")
 	xb, err := r.current(context.Background(), key)
-	if err != nil || liveReads != 1 || len(xb.Status.Draining) != 0 {
-		t.Fatalf("cache older than our patch: %v, %d live reads, draining %v; want the live copy", err, liveReads, xb.Status.Draining)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if liveReads != 1 || len(xb.Status.Draining) != 0 {
+		t.Fatalf("cache older than our patch: %d live reads, draining %v; want the live copy", liveReads, xb.Status.Draining)
 	}
 	if _, err := r.current(context.Background(), key); err != nil || liveReads != 1 {
 		t.Errorf("cache at the version read live: %v, %d live reads, want no more", err, liveReads)
