@@ -156,9 +156,6 @@ var elfMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_
 // linux/amd64 binary taken out of its layer, and builds it a second time
 // to check the digest does not change.
 func TestImage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the controller twice (-short)")
-	}
 	root := repoRoot(t)
 	ctx := context.Background()
 	tmp := t.TempDir()

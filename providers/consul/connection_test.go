@@ -2,12 +2,10 @@ package consul_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"unicode"
@@ -32,15 +30,7 @@ const unknownToken = "00000000-0000-4000-8000-000000000000"
 // ends.
 func aclAgents(t *testing.T, datacenters ...string) []*consultest.Agent {
 	t.Helper()
-	agents := make([]*consultest.Agent, len(datacenters))
-	errs := make([]error, len(datacenters))
-	var wg sync.WaitGroup
-	for i, dc := range datacenters {
-		wg.Go(func() {
-			agents[i], errs[i] = consultest.Start(consultest.Config{Node: dc, Datacenter: dc, ACLToken: managementToken})
-		})
-	}
-	wg.Wait()
+	agents, err := consultest.StartClusters(managementToken, datacenters...)
 	for _, a := range agents {
 		if a != nil {
 			t.Cleanup(func() {
@@ -50,7 +40,7 @@ func aclAgents(t *testing.T, datacenters ...string) []*consultest.Agent {
 			})
 		}
 	}
-	must(t, errors.Join(errs...))
+	must(t, err)
 	return agents
 }
 

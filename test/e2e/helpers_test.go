@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -301,22 +300,6 @@ func waitEvent(t *testing.T, xb *v1alpha1.ExternalBackend, typ, reason string) *
 		return err
 	})
 	return ev
-}
-
-// mustEdit reads obj, applies change and writes it back, retrying on
-// conflicts: it stands for a person or another tool editing an object.
-func mustEdit[T client.Object](t *testing.T, obj T, change func(T)) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		change(obj)
-		return k8s.Update(ctx, obj)
-	})
-	if err != nil {
-		t.Fatalf("editing %s: %v", obj.GetName(), err)
-	}
 }
 
 // mustDelete deletes obj or fails the test.

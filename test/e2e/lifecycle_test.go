@@ -97,11 +97,11 @@ func TestDriftIsReverted(t *testing.T) {
 	ns, slice := xb.Namespace, &sl[0]
 
 	t.Run("endpoint condition flipped", func(t *testing.T) {
-		mustEdit(t, slice, func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Conditions.Ready = ptr.To(false) })
+		framework.Edit(t, slice, func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Conditions.Ready = ptr.To(false) })
 		waitPublished(t, ns, "db", allReady(addrs...))
 	})
 	t.Run("endpoint removed", func(t *testing.T) {
-		mustEdit(t, slice, func(s *discoveryv1.EndpointSlice) { s.Endpoints = s.Endpoints[1:] })
+		framework.Edit(t, slice, func(s *discoveryv1.EndpointSlice) { s.Endpoints = s.Endpoints[1:] })
 		waitPublished(t, ns, "db", allReady(addrs...))
 	})
 	t.Run("slice deleted", func(t *testing.T) {
@@ -109,7 +109,7 @@ func TestDriftIsReverted(t *testing.T) {
 		waitPublished(t, ns, "db", allReady(addrs...))
 	})
 	t.Run("Service selector and port changed", func(t *testing.T) {
-		mustEdit(t, getService(t, ns, "db"), func(s *corev1.Service) {
+		framework.Edit(t, getService(t, ns, "db"), func(s *corev1.Service) {
 			s.Spec.Selector = map[string]string{"app": "db"}
 			s.Spec.Ports[0].Port = 6543
 		})

@@ -65,7 +65,7 @@ func TestTamperingRepaired(t *testing.T) {
 	}
 
 	t.Run("Service label stripped", func(t *testing.T) {
-		mustEdit(t, getService(t, ns, "db"), func(s *corev1.Service) { delete(s.Labels, controllers.BackendLabel) })
+		framework.Edit(t, getService(t, ns, "db"), func(s *corev1.Service) { delete(s.Labels, controllers.BackendLabel) })
 		eventually(t, timeout, "Service relabelled", func() error {
 			if v := getService(t, ns, "db").Labels[controllers.BackendLabel]; v != "db" {
 				return fmt.Errorf("label %q", v)
@@ -77,7 +77,7 @@ func TestTamperingRepaired(t *testing.T) {
 	})
 	t.Run("slice backend label stripped", func(t *testing.T) {
 		s := slice(t)
-		mustEdit(t, s, func(s *discoveryv1.EndpointSlice) { delete(s.Labels, controllers.BackendLabel) })
+		framework.Edit(t, s, func(s *discoveryv1.EndpointSlice) { delete(s.Labels, controllers.BackendLabel) })
 		grow(t)
 		if s := slice(t); s.Labels[controllers.BackendLabel] != "db" {
 			t.Errorf("slice %s labels %v: not relabelled", s.Name, s.Labels)
@@ -85,7 +85,7 @@ func TestTamperingRepaired(t *testing.T) {
 		expectQuiet(t, xb)
 	})
 	t.Run("slice managed-by label stripped", func(t *testing.T) {
-		mustEdit(t, slice(t), func(s *discoveryv1.EndpointSlice) { delete(s.Labels, discoveryv1.LabelManagedBy) })
+		framework.Edit(t, slice(t), func(s *discoveryv1.EndpointSlice) { delete(s.Labels, discoveryv1.LabelManagedBy) })
 		eventually(t, timeout, "slice relabelled", func() error {
 			if len(ourSlices(t, ns, "db")) != 1 {
 				return fmt.Errorf("no slice of ours carries the managed-by label")
@@ -96,7 +96,7 @@ func TestTamperingRepaired(t *testing.T) {
 		expectQuiet(t, xb)
 	})
 	t.Run("Service owner reference removed", func(t *testing.T) {
-		mustEdit(t, getService(t, ns, "db"), func(s *corev1.Service) { s.OwnerReferences = nil })
+		framework.Edit(t, getService(t, ns, "db"), func(s *corev1.Service) { s.OwnerReferences = nil })
 		eventually(t, timeout, "Service adopted again", func() error {
 			if !metav1.IsControlledBy(getService(t, ns, "db"), get(t, xb)) {
 				return fmt.Errorf("owners %v", getService(t, ns, "db").OwnerReferences)
@@ -107,7 +107,7 @@ func TestTamperingRepaired(t *testing.T) {
 		expectQuiet(t, xb)
 	})
 	t.Run("slice owner reference removed", func(t *testing.T) {
-		mustEdit(t, slice(t), func(s *discoveryv1.EndpointSlice) { s.OwnerReferences = nil })
+		framework.Edit(t, slice(t), func(s *discoveryv1.EndpointSlice) { s.OwnerReferences = nil })
 		eventually(t, timeout, "slice adopted again", func() error {
 			sl := ourSlices(t, ns, "db")
 			if len(sl) != 1 || !metav1.IsControlledBy(&sl[0], getService(t, ns, "db")) {
@@ -119,7 +119,7 @@ func TestTamperingRepaired(t *testing.T) {
 		expectQuiet(t, xb)
 	})
 	t.Run("selector added to the Service", func(t *testing.T) {
-		mustEdit(t, getService(t, ns, "db"), func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "db"} })
+		framework.Edit(t, getService(t, ns, "db"), func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "db"} })
 		eventually(t, timeout, "selector removed", func() error {
 			if sel := getService(t, ns, "db").Spec.Selector; sel != nil {
 				return fmt.Errorf("selector %v", sel)

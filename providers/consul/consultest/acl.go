@@ -3,6 +3,7 @@ package consultest
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/consul/api"
@@ -50,4 +51,21 @@ func (a *Agent) CreateToken(rules string) (Token, error) {
 func (a *Agent) RevokeToken(t Token) error {
 	_, err := a.Client.ACL().TokenDelete(t.Accessor, nil)
 	return err
+}
+
+// StartClusters starts one agent per datacenter, at once, each with ACLs on
+// (default deny, managementToken as its management token) and its node
+// named after its datacenter: separate Consul clusters. Agents that started
+// are returned even when another failed, for the caller to close.
+func StartClusters(managementToken string, datacenters ...string) ([]*Agent, error) {
+	agents := make([]*Agent, len(datacenters))
+	errs := make([]error, len(datacenters))
+	var wg sync.WaitGroup
+	for i, dc := range datacenters {
+		wg.Go(func() {
+			agents[i], errs[i] = Start(Config{Node: dc, Datacenter: dc, ACLToken: managementToken})
+		})
+	}
+	wg.Wait()
+	return agents, errors.Join(errs...)
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -271,6 +272,22 @@ func Get(t *testing.T, xb *v1alpha1.ExternalBackend) *v1alpha1.ExternalBackend {
 		t.Fatalf("reading %s: %v", xb.Name, err)
 	}
 	return cur
+}
+
+// Edit reads obj, applies change and writes it back, retrying on
+// conflicts: it stands for a person or another tool editing an object.
+func Edit[T client.Object](t *testing.T, obj T, change func(T)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := current.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change(obj)
+		return current.Client.Update(context.Background(), obj)
+	})
+	if err != nil {
+		t.Fatalf("editing %s: %v", obj.GetName(), err)
+	}
 }
 
 // Update reads the ExternalBackend, applies change and writes it back,

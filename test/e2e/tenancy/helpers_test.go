@@ -60,22 +60,7 @@ func newNamespace(t *testing.T, base string, labels map[string]string) string {
 // setNamespaceLabels replaces the labels of namespace ns.
 func setNamespaceLabels(t *testing.T, ns string, labels map[string]string) {
 	t.Helper()
-	edit(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, func(n *corev1.Namespace) { n.Labels = labels })
-}
-
-// edit reads obj, applies change and writes it back, retrying on conflicts.
-func edit[T client.Object](t *testing.T, obj T, change func(T)) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		change(obj)
-		return k8s.Update(ctx, obj)
-	})
-	if err != nil {
-		t.Fatalf("editing %s: %v", obj.GetName(), err)
-	}
+	framework.Edit(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, func(n *corev1.Namespace) { n.Labels = labels })
 }
 
 // uniqueName is a cluster-unique name for a cluster-scoped object of the
@@ -112,7 +97,7 @@ func createProvider(t *testing.T, name string, ns v1alpha1.NamespaceSelection, s
 // editProvider changes BackendProvider name.
 func editProvider(t *testing.T, name string, change func(*v1alpha1.BackendProvider)) {
 	t.Helper()
-	edit(t, &v1alpha1.BackendProvider{ObjectMeta: metav1.ObjectMeta{Name: name}}, change)
+	framework.Edit(t, &v1alpha1.BackendProvider{ObjectMeta: metav1.ObjectMeta{Name: name}}, change)
 }
 
 // deleteProvider deletes BackendProvider name.

@@ -15,7 +15,6 @@ package tenancy_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -89,7 +88,7 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 // run starts the Consul agents, DNS servers and AWS fakes, runs the tests
 // against a controller wired to them and stops everything.
 func run(m *testing.M) int {
-	agents, err := startAgents("east", "west")
+	agents, err := consultest.StartClusters(managementToken, "east", "west")
 	defer func() {
 		for _, a := range agents {
 			if a != nil {
@@ -182,21 +181,6 @@ func newProviders(w providers.Waker) ([]providers.Provider, error) {
 		return nil, err
 	}
 	return []providers.Provider{static.New(), d, c, s.RDS(), s.EC2()}, nil
-}
-
-// startAgents starts one Consul agent per datacenter at once, each with
-// ACLs on and its node named after its datacenter.
-func startAgents(datacenters ...string) ([]*consultest.Agent, error) {
-	agents := make([]*consultest.Agent, len(datacenters))
-	errs := make([]error, len(datacenters))
-	var wg sync.WaitGroup
-	for i, dc := range datacenters {
-		wg.Go(func() {
-			agents[i], errs[i] = consultest.Start(consultest.Config{Node: dc, Datacenter: dc, ACLToken: managementToken})
-		})
-	}
-	wg.Wait()
-	return agents, errors.Join(errs...)
 }
 
 // counter is an HTTP server that answers 503 to everything and counts it:
