@@ -10,7 +10,8 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 CONTROLLER_GEN_PKG := sigs.k8s.io/controller-tools/cmd/controller-gen
 GOLANGCI_LINT_PKG := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
-# kube-apiserver, etcd and consul versions are pinned in test/controlplane/<name>/go.mod.
+# kube-apiserver, kube-proxy, etcd, consul and CoreDNS versions are pinned in
+# test/controlplane/<name>/go.mod (kube-proxy in kube-apiserver's).
 
 # Where things go.
 GO ?= go
@@ -25,7 +26,9 @@ INSTALL := bash $(CURDIR)/test/controlplane/install.sh
 # Test settings.
 # The Consul provider tests run a real Consul agent: `make test` installs it
 # into bin/ (built once, like the control plane).
-TEST_PREREQS := controlplane consul
+# The data-path suite runs kube-proxy and CoreDNS (built once, too) in network
+# namespaces, and needs the nft and ip commands.
+TEST_PREREQS := controlplane consul dataplane
 TEST_FLAGS ?= -count=1 -timeout 30m
 TEST_PKGS ?= ./...
 # envtest reads KUBEBUILDER_ASSETS and starts bin/kube-apiserver and bin/etcd.
@@ -175,6 +178,18 @@ controlplane: ## Build (once) and link kube-apiserver and etcd into bin/.
 .PHONY: consul
 consul: ## Build (once) and link the Consul agent into bin/.
 	$(INSTALL) consul
+
+.PHONY: dataplane
+dataplane: ## Build (once) and link kube-proxy and CoreDNS into bin/; install nft and ip (Debian's nftables, iproute2) when missing.
+	$(INSTALL) kube-proxy
+	$(INSTALL) coredns
+	@missing=; \
+	command -v nft >/dev/null || missing="$$missing nftables"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	if [[ -n "$$missing" ]]; then \
+		echo "dataplane: installing Debian packages:$$missing (the data-path tests need nft and ip)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
 
 .PHONY: tools
 tools: controller-gen golangci-lint ## Build (once) and link controller-gen and golangci-lint into bin/.

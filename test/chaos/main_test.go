@@ -148,15 +148,12 @@ func run(m *testing.M) (code int) {
 		}
 	}()
 
-	var setupErr error
-	code = framework.Run(m, framework.Options{ControlPlaneOnly: true, Started: func(e *framework.Env) {
-		setupErr = setUp(e, tmp)
+	code = framework.Run(m, framework.Options{ControlPlaneOnly: true, Started: func(e *framework.Env) error {
+		if err := setUp(e, tmp); err != nil {
+			return fmt.Errorf("chaos setup: %w", err)
+		}
+		return nil
 	}})
-	if setupErr != nil {
-		// The tests have failed on it already; say why once more at the end.
-		fmt.Fprintln(os.Stderr, "chaos setup:", setupErr)
-		code = max(code, 1)
-	}
 	if *report != "" {
 		if err := env.ledger.write(*report, code == 0); err != nil {
 			fmt.Fprintln(os.Stderr, "writing the report:", err)

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# install.sh NAME: put a test binary (kube-apiserver, etcd or consul) into <repo>/bin/.
+# install.sh NAME: put a test binary (kube-apiserver, kube-proxy, etcd, consul or
+# coredns) into <repo>/bin/.
 #
-# The binaries cannot be downloaded here, so each one is built from the pinned Go
-# module in test/controlplane/NAME/ (kept apart from the product's go.mod). A build
+# The binaries cannot be downloaded here, so each one is built from a pinned Go
+# module under test/controlplane/ (kept apart from the product's go.mod): NAME/,
+# except kube-proxy, which comes from the same k8s.io/kubernetes module (and the
+# same staging replaces) as kube-apiserver and is built from kube-apiserver/. A build
 # is done once per machine and kept in the user cache, keyed by the version pinned
 # in that module's go.mod:
 #
@@ -17,7 +20,7 @@
 set -euo pipefail
 
 usage() {
-	echo "usage: $0 kube-apiserver|etcd|consul" >&2
+	echo "usage: $0 kube-apiserver|kube-proxy|etcd|consul|coredns" >&2
 	exit 2
 }
 [[ $# -eq 1 ]] || usage
@@ -28,12 +31,20 @@ repo=$(cd "$here/../.." && pwd)
 go=${GO:-go}
 
 # mod: the module whose version is the cache key; pkg: what to build;
-# minutes: how long a cold build takes on 2 cores (measured).
+# moddir: where its go.mod is; minutes: how long a cold build takes on 2 cores
+# (measured).
+moddir=$here/$name
 case $name in
 kube-apiserver)
 	mod=k8s.io/kubernetes
 	pkg=k8s.io/kubernetes/cmd/kube-apiserver
 	minutes=10
+	;;
+kube-proxy)
+	mod=k8s.io/kubernetes
+	pkg=k8s.io/kubernetes/cmd/kube-proxy
+	moddir=$here/kube-apiserver
+	minutes=2 # most packages are shared with kube-apiserver's build
 	;;
 etcd)
 	mod=go.etcd.io/etcd/server/v3
@@ -45,10 +56,14 @@ consul)
 	pkg=. # the agent-only main in test/controlplane/consul
 	minutes=5
 	;;
+coredns)
+	mod=github.com/coredns/coredns
+	pkg=. # a main in test/controlplane/coredns with the plugins the tests use
+	minutes=6
+	;;
 *) usage ;;
 esac
 
-moddir=$here/$name
 [[ -f $moddir/go.mod ]] || {
 	echo "install.sh: $moddir/go.mod not found" >&2
 	exit 1
@@ -127,7 +142,7 @@ cd "$moddir"
 export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false"
 
 ldflags=
-if [[ $name == kube-apiserver ]]; then
+if [[ $mod == k8s.io/kubernetes ]]; then
 	# What the Kubernetes release build stamps, so that /version and --version
 	# report the real version (Helm, discovery and kubectl read it).
 	minor=${version#v*.}

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 		},
 		// TestPodRangeDropped gives a Node a Pod range.
 		Config:  func(c *controllers.Config) { c.DenyPodCIDRs = true },
-		Started: func(e *framework.Env) { k8s = e.Client },
+		Started: func(e *framework.Env) error { k8s = e.Client; return nil },
 	}))
 }
 

@@ -1,6 +1,11 @@
 //go:build tools
 
-// Package tools pins kube-apiserver so that `go mod tidy` keeps its dependencies.
+// Package tools pins kube-apiserver and kube-proxy so that `go mod tidy` keeps
+// their dependencies. Both come from k8s.io/kubernetes at one version, so one
+// module (and one set of staging replaces) builds both.
 package tools
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+)

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -49,8 +50,17 @@ type Options struct {
 	Providers func(w providers.Waker) ([]providers.Provider, error)
 	// Config changes the controller configuration from TestConfig.
 	Config func(*controllers.Config)
-	// Started, if set, is called with the environment before the tests run.
-	Started func(*Env)
+	// Started, if set, is called with the environment before the tests run;
+	// an error stops the run before any test.
+	Started func(*Env) error
+	// Stopping, if set, is called after the tests, before the controller
+	// and the control plane stop: clients of the API server that the
+	// environment does not own (kube-proxy, CoreDNS) end here, or the API
+	// server waits for their watches.
+	Stopping func()
+	// ServiceCIDRs are the API server's Service ranges; empty means the
+	// ranges controlplane.StackEnv chooses.
+	ServiceCIDRs string
 	// ControlPlaneOnly starts the control plane without the controller, for
 	// tests that run the controller themselves (for example in another
 	// process, under the identity a Helm chart grants). Providers and Config
@@ -100,7 +110,11 @@ type Env struct {
 // Start starts the control plane and, unless ControlPlaneOnly, the controller.
 func Start(opts Options) (*Env, error) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(logLevel())))
-	cp, err := controlplane.Start()
+	cidrs := opts.ServiceCIDRs
+	if cidrs == "" {
+		cidrs = controlplane.ServiceCIDRs()
+	}
+	cp, err := controlplane.StartWith(cidrs)
 	if err != nil {
 		return nil, err
 	}
@@ -205,15 +219,29 @@ func Run(m *testing.M, opts Options) int {
 		return 1
 	}
 	current = env
+	code := 0
 	if opts.Started != nil {
-		opts.Started(env)
+		if err := opts.Started(env); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
 	}
-	code := m.Run()
+	if code == 0 {
+		code = m.Run()
+	}
+	if opts.Stopping != nil {
+		opts.Stopping()
+	}
+	return max(code, stop(env))
+}
+
+// stop stops env and says 1 if that failed.
+func stop(env *Env) int {
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping:", err)
 		return 1
 	}
-	return code
+	return 0
 }
 
 // current is the environment Run started, for the helpers below. A test
@@ -473,6 +501,37 @@ func ServedTypes() []discoveryv1.AddressType {
 		return []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6}
 	}
 	return []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4}
+}
+
+// States are the published endpoints' conditions by address, each as
+// "ready/serving/terminating".
+func States(sl []discoveryv1.EndpointSlice) (map[string]string, error) {
+	eps, err := Published(sl)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(eps))
+	for a, e := range eps {
+		c := e.Conditions
+		out[a] = fmt.Sprintf("%t/%t/%t", ptr.Deref(c.Ready, false), ptr.Deref(c.Serving, false), ptr.Deref(c.Terminating, false))
+	}
+	return out, nil
+}
+
+// WaitStates waits until the slices of svc in ns publish exactly want (see
+// States).
+func WaitStates(t *testing.T, ns, svc string, want map[string]string) {
+	t.Helper()
+	Eventually(t, Timeout, fmt.Sprintf("%s publishes %v", svc, want), func() error {
+		got, err := States(Slices(t, ns, svc))
+		if err != nil {
+			return err
+		}
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("published %v", got)
+		}
+		return nil
+	})
 }
 
 // ServedOf keeps the entries of want, keyed by address, whose family the

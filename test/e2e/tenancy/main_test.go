@@ -124,13 +124,13 @@ func run(m *testing.M) int {
 			c.AllowSourcesWithoutProvider = false
 			c.Namespace = controllerNamespace
 		},
-		Started: func(e *framework.Env) {
+		Started: func(e *framework.Env) error {
 			k8s = e.Client
 			err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}})
 			if err != nil && !apierrors.IsAlreadyExists(err) {
-				fmt.Fprintln(os.Stderr, "creating the controller's namespace:", err)
-				os.Exit(1)
+				return fmt.Errorf("creating the controller's namespace: %w", err)
 			}
+			return nil
 		},
 	})
 	// Whatever the tests did, the controller's own connections were never
