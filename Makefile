@@ -140,12 +140,18 @@ fuzz: ## Run each Go fuzz target for FUZZTIME (default 30s), one after another; 
 ##@ Benchmarks
 
 .PHONY: bench-churn
-bench-churn: ## Replay the churn sequences (ours against upstream) and rewrite docs/benchmarks.md and docs/churn.png.
+bench-churn: ## Replay the churn sequences (ours against upstream) and rewrite the churn section of docs/benchmarks.md and docs/churn.png.
 	$(GO) test -tags bench -run TestChurnReport -count=1 -v -timeout 30m ./test/bench/churn -args -docs=$(CURDIR)/docs
 
 .PHONY: bench-scale
 bench-scale: controlplane ## Converge 10,000 endpoints and 2,000 backends on a real API server, against a bare client, and write docs/benchmarks-scale.md.
 	$(ENVTEST_ENV) $(GO) test -tags bench -run TestScaleReport -count=1 -v -timeout 30m ./test/bench/scale -args -docs=$(CURDIR)/docs
+
+FAILOVER_FLIPS ?= 100
+
+.PHONY: bench-failover
+bench-failover: $(TEST_PREREQS) ## Measure failover through kube-proxy for each kind of source (FAILOVER_FLIPS each, default 100) and rewrite the failover section of docs/benchmarks.md.
+	$(ENVTEST_ENV) $(GO) test ./test/e2e/datapath -run '^TestFailover$$' -count=1 -v -timeout 60m -args -flips=$(FAILOVER_FLIPS) -report=$(CURDIR)/docs/benchmarks.md
 
 ##@ Helm chart (Helm Go SDK, pinned in go.mod)
 
