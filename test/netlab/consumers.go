@@ -2,6 +2,7 @@ package netlab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -126,7 +127,7 @@ func (l *Lab) waitHTTP(ctx context.Context, p *Process, url string) error {
 		}
 		select {
 		case <-p.Exited():
-			return fmt.Errorf("%s ended before %s answered: %v (see its log)", p.name, url, p.Err())
+			return fmt.Errorf("%s ended before %s answered (see its log): %w", p.name, url, errors.Join(p.Err(), errExited))
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %s did not answer 200 (last: %s): %w", p.name, url, last, errNotReady)
 		case <-time.After(200 * time.Millisecond):

@@ -166,5 +166,8 @@ func (s *connSet) closeAll() {
 	}
 }
 
-// errNotReady is returned by waits that run out of time.
-var errNotReady = errors.New("not ready")
+// Errors of the waits for a process's health endpoint.
+var (
+	errNotReady = errors.New("not ready")
+	errExited   = errors.New("exited")
+)
