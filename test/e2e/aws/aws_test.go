@@ -6,20 +6,15 @@
 package aws_test
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
-	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/awsfake"
 	"github.com/backendslice/backendslice/test/e2e/framework"
@@ -37,15 +32,7 @@ var fake *awsfake.Server
 func TestMain(m *testing.M) {
 	fake = awsfake.New()
 	code := framework.Run(m, framework.Options{Providers: func(providers.Waker) ([]providers.Provider, error) {
-		s, err := awsprovider.New(context.Background(), awsprovider.Options{
-			EndpointURL:     fake.URL,
-			Credentials:     credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", ""),
-			Resolver:        fake,
-			RefreshInterval: refresh,
-			ErrorHold:       refresh / 2,
-			MaxAttempts:     2,
-			MaxBackoff:      10 * time.Millisecond,
-		})
+		s, err := framework.AWS(fake, refresh)
 		if err != nil {
 			return nil, err
 		}
@@ -76,41 +63,12 @@ func instance(id, ip string) awsfake.DBInstance {
 	}
 }
 
-// Endpoint states, as states writes them.
+// Endpoint states, as framework.States writes them.
 const (
 	ready       = "true/true/false"
 	notServing  = "false/false/false"
 	terminating = "false/true/true"
 )
-
-// waitStates waits until the slices of svc in ns publish exactly want, as
-// "ready/serving/terminating" by address.
-func waitStates(t *testing.T, ns, svc string, want map[string]string) []discoveryv1.EndpointSlice {
-	t.Helper()
-	var sl []discoveryv1.EndpointSlice
-	framework.Eventually(t, framework.Timeout, fmt.Sprintf("%s publishes %v", svc, want), func() error {
-		sl = framework.Slices(t, ns, svc)
-		eps, err := framework.Published(sl)
-		if err != nil {
-			return err
-		}
-		got := map[string]string{}
-		for a, e := range eps {
-			c := e.Conditions
-			got[a] = fmt.Sprintf("%t/%t/%t", ptr.Deref(c.Ready, false), ptr.Deref(c.Serving, false), ptr.Deref(c.Terminating, false))
-		}
-		if len(got) != len(want) {
-			return fmt.Errorf("published %v", got)
-		}
-		for a, s := range want {
-			if got[a] != s {
-				return fmt.Errorf("published %v", got)
-			}
-		}
-		return nil
-	})
-	return sl
-}
 
 func TestAuroraFailover(t *testing.T) {
 	ns := framework.Namespace(t)
@@ -137,7 +95,7 @@ func TestAuroraFailover(t *testing.T) {
 
 	// A reader rebooting stays published, not serving.
 	fake.UpdateDBInstance("failover-3", func(i *awsfake.DBInstance) { i.Status = "rebooting" })
-	waitStates(t, ns, "readers", map[string]string{"192.0.2.11": ready, "192.0.2.13": notServing})
+	framework.WaitStates(t, ns, "readers", map[string]string{"192.0.2.11": ready, "192.0.2.13": notServing})
 }
 
 func TestEC2States(t *testing.T) {
@@ -152,11 +110,11 @@ func TestEC2States(t *testing.T) {
 	xb.Spec.Service.Ports[0].TargetPort = ptr.To[int32](8080)
 	xb.Spec.DrainPeriod = &metav1.Duration{Duration: time.Hour}
 	framework.Create(t, xb)
-	waitStates(t, ns, "web", map[string]string{"198.51.100.21": ready, "198.51.100.22": notServing})
+	framework.WaitStates(t, ns, "web", map[string]string{"198.51.100.21": ready, "198.51.100.22": notServing})
 
 	fake.SetEC2State("i-e2e2", "running")
 	fake.SetEC2State("i-e2e1", "stopping")
-	waitStates(t, ns, "web", map[string]string{"198.51.100.21": terminating, "198.51.100.22": ready})
+	framework.WaitStates(t, ns, "web", map[string]string{"198.51.100.21": terminating, "198.51.100.22": ready})
 
 	// Stopped leaves the source: it drains for the spec's drain period;
 	// shortening the period lets it go.
@@ -164,7 +122,7 @@ func TestEC2States(t *testing.T) {
 	if err := framework.Update(t, xb, func(x *v1alpha1.ExternalBackend) { x.Spec.DrainPeriod = &metav1.Duration{} }); err != nil {
 		t.Fatal(err)
 	}
-	waitStates(t, ns, "web", map[string]string{"198.51.100.22": ready})
+	framework.WaitStates(t, ns, "web", map[string]string{"198.51.100.22": ready})
 }
 
 func TestAccessDeniedKeepsEndpoints(t *testing.T) {

@@ -18,12 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/providers"
-	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	"github.com/backendslice/backendslice/providers/consul"
 	"github.com/backendslice/backendslice/providers/consul/consultest"
 	"github.com/backendslice/backendslice/providers/dns"
@@ -148,15 +146,7 @@ func newProviders(w providers.Waker) ([]providers.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := awsprovider.New(context.Background(), awsprovider.Options{
-		EndpointURL:     ec2.URL,
-		Credentials:     credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", ""),
-		Resolver:        ec2,
-		RefreshInterval: awsRefresh,
-		ErrorHold:       awsRefresh / 2,
-		MaxAttempts:     2,
-		MaxBackoff:      10 * time.Millisecond,
-	})
+	a, err := framework.AWS(ec2, awsRefresh)
 	if err != nil {
 		return nil, err
 	}

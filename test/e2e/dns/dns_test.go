@@ -16,7 +16,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
@@ -122,22 +121,7 @@ func publish(t *testing.T, label string, addrs ...string) (ns, name string, xb *
 	return ns, name, xb
 }
 
-// states are the published endpoints' conditions by address, each as
-// "ready/serving/terminating".
-func states(sl []discoveryv1.EndpointSlice) (map[string]string, error) {
-	eps, err := framework.Published(sl)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]string, len(eps))
-	for a, e := range eps {
-		c := e.Conditions
-		out[a] = fmt.Sprintf("%t/%t/%t", ptr.Deref(c.Ready, false), ptr.Deref(c.Serving, false), ptr.Deref(c.Terminating, false))
-	}
-	return out, nil
-}
-
-// Endpoint states, as states writes them.
+// Endpoint states, as framework.States writes them.
 const (
 	ready       = "true/true/false"
 	notServing  = "false/false/false"
@@ -151,7 +135,7 @@ func waitStates(t *testing.T, ns string, want map[string]string) time.Duration {
 	want = framework.ServedOf(want)
 	start := time.Now()
 	framework.Eventually(t, framework.Timeout, fmt.Sprintf("endpoints %v", want), func() error {
-		got, err := states(framework.Slices(t, ns, "db"))
+		got, err := framework.States(framework.Slices(t, ns, "db"))
 		if err != nil {
 			return err
 		}
@@ -320,7 +304,7 @@ func expectOutageKeepsEndpoints(t *testing.T, label string, fail, repair func(na
 	if !src.Stale || src.LastSuccessTime == nil || !src.LastSuccessTime.Equal(before) || src.Endpoints != 2 {
 		t.Errorf("status.sources[lookup] = %+v, want stale with lastSuccessTime %v and 2 endpoints kept", src, before)
 	}
-	got, err := states(framework.Slices(t, ns, "db"))
+	got, err := framework.States(framework.Slices(t, ns, "db"))
 	if err != nil || !maps.Equal(got, framework.ServedOf(want)) {
 		t.Errorf("during the outage the slices publish %v (%v), want the last known %v", got, err, want)
 	}
@@ -367,7 +351,7 @@ func TestStaticDisasterRecoveryMerged(t *testing.T) {
 	}
 	// The failing dns source keeps its last answer, so the shared address
 	// keeps the health dns gave it, not the static source's.
-	got, err := states(framework.Slices(t, ns, "db"))
+	got, err := framework.States(framework.Slices(t, ns, "db"))
 	if err != nil || !maps.Equal(got, framework.ServedOf(want)) {
 		t.Errorf("with the dns source failing the slices publish %v (%v), want %v", got, err, want)
 	}

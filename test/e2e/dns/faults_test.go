@@ -16,7 +16,7 @@ import (
 func holdFor(t *testing.T, ns string, want map[string]string, d time.Duration) {
 	t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		got, err := states(framework.Slices(t, ns, "db"))
+		got, err := framework.States(framework.Slices(t, ns, "db"))
 		if err != nil || !maps.Equal(got, framework.ServedOf(want)) {
 			t.Fatalf("the slices publish %v (%v), want %v kept", got, err, want)
 		}

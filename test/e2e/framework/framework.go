@@ -519,11 +519,13 @@ func States(sl []discoveryv1.EndpointSlice) (map[string]string, error) {
 }
 
 // WaitStates waits until the slices of svc in ns publish exactly want (see
-// States).
-func WaitStates(t *testing.T, ns, svc string, want map[string]string) {
+// States), and returns them.
+func WaitStates(t *testing.T, ns, svc string, want map[string]string) []discoveryv1.EndpointSlice {
 	t.Helper()
+	var sl []discoveryv1.EndpointSlice
 	Eventually(t, Timeout, fmt.Sprintf("%s publishes %v", svc, want), func() error {
-		got, err := States(Slices(t, ns, svc))
+		sl = Slices(t, ns, svc)
+		got, err := States(sl)
 		if err != nil {
 			return err
 		}
@@ -532,6 +534,7 @@ func WaitStates(t *testing.T, ns, svc string, want map[string]string) {
 		}
 		return nil
 	})
+	return sl
 }
 
 // ServedOf keeps the entries of want, keyed by address, whose family the
