@@ -169,6 +169,7 @@ func TestFailover(t *testing.T) {
 			framework.Create(t, xb)
 			framework.WaitStates(t, ns, xb.Name, states(ipv4, ready, append([]string{flipper}, stayers...)...))
 			addr := netlab.HostPort(clusterIPs(t, xb)[0], 80)
+			history := watchSlices(t, ns)
 			r := failoverResult{name: fc.name, how: fc.how}
 			for i := range *flips {
 				waitReaches(t, "tcp", addr, append([]string{flipper}, stayers...)...)
@@ -177,7 +178,7 @@ func TestFailover(t *testing.T) {
 				fc.fail(t, xb)
 				took, err := untilMissed(addr, start)
 				if err != nil {
-					t.Fatalf("failover %d: %v", i+1, err)
+					t.Fatalf("failover %d (failed at %s): %v\nthe last slice events:\n%s", i+1, start.Format("15:04:05.000"), err, history)
 				}
 				r.times = append(r.times, took)
 				fc.restore(t, xb)
