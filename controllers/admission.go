@@ -93,7 +93,7 @@ func (r *Reconciler) connection(ctx context.Context, bp *v1alpha1.BackendProvide
 		if tls := s.Consul.TLS; tls != nil {
 			c.ServerName = tls.ServerName
 			if tls.CASecretRef != nil {
-				ca, err := r.secretValue(ctx, bp.Name, *tls.CASecretRef)
+				ca, err := r.secretValue(ctx, "BackendProvider "+bp.Name, *tls.CASecretRef)
 				if err != nil {
 					return nil, err
 				}
@@ -106,11 +106,11 @@ func (r *Reconciler) connection(ctx context.Context, bp *v1alpha1.BackendProvide
 			// unusable at once, not at Consul's next answer; and again
 			// before every query, from the cache (no round trip), so that
 			// a rotated token applies without a reconcile.
-			if _, err := r.secretValue(ctx, bp.Name, *ref); err != nil {
+			if _, err := r.secretValue(ctx, "BackendProvider "+bp.Name, *ref); err != nil {
 				return nil, err
 			}
 			c.Token = func() (string, error) {
-				v, err := r.secretValue(context.Background(), bp.Name, *ref)
+				v, err := r.secretValue(context.Background(), "BackendProvider "+bp.Name, *ref)
 				return string(v), err
 			}
 		}
@@ -126,21 +126,22 @@ func (r *Reconciler) connection(ctx context.Context, bp *v1alpha1.BackendProvide
 }
 
 // secretValue reads one key of a Secret in the controller's namespace,
-// the only namespace whose Secrets the controller can read.
-func (r *Reconciler) secretValue(ctx context.Context, provider string, ref v1alpha1.SecretKeyReference) ([]byte, error) {
+// the only namespace whose Secrets the controller can read; user names
+// what refers to it, for the messages.
+func (r *Reconciler) secretValue(ctx context.Context, user string, ref v1alpha1.SecretKeyReference) ([]byte, error) {
 	if r.Config.Namespace == "" {
-		return nil, errSecret{fmt.Errorf("BackendProvider %s names Secret %s, but the controller does not know its own namespace; set --controller-namespace or $POD_NAMESPACE (the chart sets it)", provider, ref.Name)}
+		return nil, errSecret{fmt.Errorf("%s names Secret %s, but the controller does not know its own namespace; set --controller-namespace or $POD_NAMESPACE (the chart sets it)", user, ref.Name)}
 	}
 	sec := &corev1.Secret{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: r.Config.Namespace, Name: ref.Name}, sec); err != nil {
 		if apierrors.IsNotFound(err) {
 			err = errors.New("not found")
 		}
-		return nil, errSecret{fmt.Errorf("BackendProvider %s: Secret %s/%s: %w", provider, r.Config.Namespace, ref.Name, err)}
+		return nil, errSecret{fmt.Errorf("%s: Secret %s/%s: %w", user, r.Config.Namespace, ref.Name, err)}
 	}
 	v, ok := sec.Data[ref.Key]
 	if !ok || len(v) == 0 {
-		return nil, errSecret{fmt.Errorf("BackendProvider %s: Secret %s/%s has no key %s, or it is empty", provider, r.Config.Namespace, ref.Name, ref.Key)}
+		return nil, errSecret{fmt.Errorf("%s: Secret %s/%s has no key %s, or it is empty", user, r.Config.Namespace, ref.Name, ref.Key)}
 	}
 	return v, nil
 }

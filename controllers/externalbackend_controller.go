@@ -49,6 +49,8 @@ type Reconciler struct {
 
 	validate *validator.Validate
 	waker    *ChannelWaker
+	// prober checks the endpoints of probed sources; nil in render.
+	prober prober
 	// families tells which IP families the cluster serves, and its Service ranges.
 	families clusterNetworks
 	// workers is how many backends are reconciled at once.
@@ -191,6 +193,9 @@ func (r *Reconciler) release(key types.NamespacedName) {
 	r.written.forget(key)
 	r.again.Forget(key)
 	r.Providers.Forget(key)
+	if r.prober != nil {
+		r.prober.Sync(key, nil)
+	}
 }
 
 // event records an event about the ExternalBackend.

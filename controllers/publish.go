@@ -125,6 +125,8 @@ type publication struct {
 	families []v1alpha1.AddressType
 	// held is true when the coalescing window kept the published endpoints.
 	held bool
+	// probes is what the probes did to the endpoints.
+	probes probeOutcome
 	// requeueAfter is when a drain ends or the coalescing window closes.
 	requeueAfter time.Duration
 }
@@ -161,6 +163,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 	}
 	served := func(t discoveryv1.AddressType) bool { return seen.served.Has(corev1.IPFamily(t)) }
 	current, notServed := desired.OnlyServed(current, served)
+	current, probes := r.applyProbes(ctx, xb, res, current)
 	key := client.ObjectKeyFromObject(xb)
 	started, _ := r.drains.get(key)
 	// Status lists the first drains only, and its patch may fail: the
@@ -182,6 +185,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		dropped:      dropped,
 		draining:     drained.Draining,
 		notServed:    notServed,
+		probes:       probes,
 		requeueAfter: drained.NextExpiry,
 	}
 	for _, t := range xb.Spec.AddressTypes {

@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/probe"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -51,6 +52,12 @@ type ManagerOptions struct {
 	// Concurrency is how many backends are reconciled at once; zero means
 	// DefaultConcurrency.
 	Concurrency int
+	// ProbeDial opens the probes' connections; nil dials from the
+	// controller's own network (tests dial from a network namespace).
+	ProbeDial probe.Dialer
+	// ProbeConcurrency bounds the probes in flight; zero means
+	// probe.DefaultConcurrency.
+	ProbeConcurrency int
 	// KubeAPIQPS and KubeAPIBurst limit the controller's requests to the
 	// API server; zero keeps the rest config's own limits.
 	KubeAPIQPS   float32
@@ -116,6 +123,20 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
+	// The prober wakes backends whose verdicts change, whether or not a
+	// provider pushes.
+	waker := opts.Waker
+	if waker == nil {
+		waker = NewChannelWaker()
+	}
+	probeMetrics, err := probe.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering probe metrics: %w", err)
+	}
+	prober := probe.New(probe.Options{Dial: opts.ProbeDial, Concurrency: opts.ProbeConcurrency, Waker: waker, Metrics: probeMetrics})
+	if err := mgr.Add(prober); err != nil {
+		return nil, err
+	}
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -123,7 +144,8 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		Providers: opts.Providers,
 		Config:    withDefaults(opts.Config),
 		Metrics:   metrics,
-		waker:     opts.Waker,
+		waker:     waker,
+		prober:    prober,
 		workers:   cmp.Or(opts.Concurrency, DefaultConcurrency),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
@@ -132,7 +154,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err := r.setupProviderStatus(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the BackendProvider status controller: %w", err)
 	}
-	if err := mgr.Add(stopProviders(opts.Providers, opts.Waker)); err != nil {
+	if err := mgr.Add(stopProviders(opts.Providers, waker)); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -69,6 +69,7 @@ func (r *Reconciler) finish(ctx context.Context, before, xb *v1alpha1.ExternalBa
 		if rep.syncErr == nil {
 			xb.Status.Endpoints = countEndpoints(rep.endpoints)
 			xb.Status.Endpoints.NotServed = int32(rep.notServed.Total())
+			xb.Status.Endpoints.ProbeFailing = int32(rep.probes.Failing)
 			xb.Status.Dropped = capList(rep.dropped, maxDropped)
 			xb.Status.Draining = capList(rep.draining, maxDraining)
 			xb.Status.Slices = rep.slices
@@ -80,6 +81,12 @@ func (r *Reconciler) finish(ctx context.Context, before, xb *v1alpha1.ExternalBa
 	}
 	if out.removeStalled {
 		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionStalled)
+	}
+	if c, ok := probedCondition(rep.probes); ok && !xb.Spec.Suspend && rep.specErr == nil {
+		c.ObservedGeneration = xb.Generation
+		meta.SetStatusCondition(&xb.Status.Conditions, c)
+	} else if !ok {
+		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionProbed)
 	}
 	if out.final {
 		xb.Status.ObservedGeneration = xb.Generation
@@ -127,6 +134,14 @@ func (r *Reconciler) announce(before, after *v1alpha1.ExternalBackend) {
 		r.event(after, corev1.EventTypeWarning, v1alpha1.ReasonFamilyNotServed, "Resolve",
 			"%d endpoint(s) not published: this cluster gives Services no addresses of their IP family; the Resolved condition names it", n)
 	}
+	if now, was := reasonOf(after, v1alpha1.ConditionProbed), reasonOf(before, v1alpha1.ConditionProbed); now != nil &&
+		(was == nil || was.Status != now.Status || was.Reason != now.Reason) {
+		kind := corev1.EventTypeNormal
+		if now.Status != metav1.ConditionTrue {
+			kind = corev1.EventTypeWarning
+		}
+		r.event(after, kind, now.Reason, "Probe", "%s", now.Message)
+	}
 	now := reasonOf(after, v1alpha1.ConditionReady)
 	was := reasonOf(before, v1alpha1.ConditionReady)
 	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason && was.Message == now.Message) {
@@ -137,6 +152,26 @@ func (r *Reconciler) announce(before, after *v1alpha1.ExternalBackend) {
 		kind = corev1.EventTypeWarning
 	}
 	r.event(after, kind, now.Reason, "Reconcile", "%s", now.Message)
+}
+
+// probedCondition says what the probes did; false when nothing is probed.
+func probedCondition(p probeOutcome) (metav1.Condition, bool) {
+	switch {
+	case !p.configured:
+		return metav1.Condition{}, false
+	case p.err != nil:
+		return cond(v1alpha1.ConditionProbed, false, v1alpha1.ReasonProbeUnavailable,
+			p.err.Error()+"; that source's endpoints are published as it says until the Secret is there"), true
+	case p.FailedOpen:
+		return cond(v1alpha1.ConditionProbed, false, v1alpha1.ReasonFailOpen, fmt.Sprintf(
+			"every one of the %d endpoint(s) the sources call ready fails its probe: failOpen publishes them as the sources say (sending to all beats sending to none); check the backends, or the probe, from the controller's network",
+			p.Failing)), true
+	case p.Failing > 0 && p.Failing == p.Candidates:
+		return cond(v1alpha1.ConditionProbed, false, v1alpha1.ReasonProbesFailing, fmt.Sprintf(
+			"every one of the %d endpoint(s) the sources call ready fails its probe and failOpen is false: none is ready", p.Failing)), true
+	}
+	return cond(v1alpha1.ConditionProbed, true, v1alpha1.ReasonProbesPassing, fmt.Sprintf(
+		"%d of %d probed endpoint(s) the sources call ready pass; those failing are published not ready", p.Candidates-p.Failing, p.Candidates)), true
 }
 
 // reasonOf is the condition of type t, or nil.

@@ -240,6 +240,9 @@ func (p *Prober) probe(ctx context.Context, e *entry, due time.Time) {
 	case p.kick <- struct{}{}:
 	default:
 	}
+	if p.waker == nil {
+		return
+	}
 	for _, b := range wake {
 		p.waker.Wake(b)
 	}

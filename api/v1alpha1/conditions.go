@@ -8,6 +8,10 @@ const (
 	ConditionResolved = "Resolved"
 	// ConditionSynced tells whether the Service and EndpointSlices match what was resolved.
 	ConditionSynced = "Synced"
+	// ConditionProbed is present when endpoints are probed: True when the
+	// probes' verdicts are applied, False when none can be (fail-open, or
+	// a probe that cannot run). It does not change Ready.
+	ConditionProbed = "Probed"
 	// ConditionStalled is True when the spec or the controller's configuration
 	// is wrong and retrying will not help until one of them changes.
 	ConditionStalled = "Stalled"
@@ -49,6 +53,19 @@ const (
 	// service, or names none where the controller requires one; nothing
 	// is published for it, and what it published is withdrawn.
 	ReasonProviderNotAdmitted = "ProviderNotAdmitted"
+
+	// ReasonProbesPassing: the probes' verdicts are applied; endpoints
+	// failing their probes are published not ready.
+	ReasonProbesPassing = "ProbesPassing"
+	// ReasonFailOpen: every endpoint the sources call ready fails its probe,
+	// so they are published as the sources say (probe.failOpen).
+	ReasonFailOpen = "FailOpen"
+	// ReasonProbesFailing: every probed endpoint fails and failOpen is
+	// false: none is ready.
+	ReasonProbesFailing = "ProbesFailing"
+	// ReasonProbeUnavailable: a probe cannot run (its CA Secret is
+	// missing); that source's endpoints are published as it says.
+	ReasonProbeUnavailable = "ProbeUnavailable"
 
 	// ReasonServiceConflict: a Service of that name exists that this ExternalBackend does not own.
 	ReasonServiceConflict = "ServiceConflict"

@@ -91,6 +91,11 @@ type ExternalBackendSpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	MaxEndpointsPerSlice *int32 `json:"maxEndpointsPerSlice,omitempty"`
 
+	// probe checks every endpoint from the controller, unless its source
+	// sets a probe of its own. Unset: no probes, health is the sources'.
+	// +optional
+	Probe *Probe `json:"probe,omitempty"`
+
 	// suspend stops reconciliation: nothing is resolved or written, and what
 	// was published stays as it is.
 	// +optional
@@ -208,6 +213,11 @@ type Source struct {
 	// awsEC2 reads EC2 instances by ID or tag.
 	// +optional
 	AWSEC2 *AWSEC2Source `json:"awsEC2,omitempty"`
+
+	// probe checks this source's endpoints from the controller, in place
+	// of spec.probe.
+	// +optional
+	Probe *Probe `json:"probe,omitempty"`
 }
 
 // ProviderReference names a BackendProvider.
@@ -525,6 +535,10 @@ type EndpointCounts struct {
 	// IPv4-only cluster); the Resolved condition names the families.
 	// +optional
 	NotServed int32 `json:"notServed,omitempty"`
+	// probeFailing counts the endpoints their sources call ready that fail
+	// their probes (published not ready, unless the backend fails open).
+	// +optional
+	ProbeFailing int32 `json:"probeFailing,omitempty"`
 }
 
 // SourceStatus is the state of one source.
