@@ -8,6 +8,7 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,8 +116,8 @@ func (r *Reconciler) checkOf(ctx context.Context, xb *v1alpha1.ExternalBackend, 
 	c := probe.Check{
 		Kind:             probe.TCP,
 		Port:             probePort(xb, p),
-		Period:           p.Period.Duration,
-		Timeout:          p.Timeout.Duration,
+		Period:           ptr.Deref(p.Period, metav1.Duration{}).Duration,
+		Timeout:          ptr.Deref(p.Timeout, metav1.Duration{}).Duration,
 		SuccessThreshold: max(1, int(p.SuccessThreshold)),
 		FailureThreshold: int(p.FailureThreshold),
 		InitialReady:     p.InitialState != v1alpha1.ProbeStateNotReady,

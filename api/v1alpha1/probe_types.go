@@ -62,7 +62,7 @@ type Probe struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+[.]?[0-9]*|[.][0-9]+)(ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="probe.period: write a duration from 1s to 1h, such as 10s"
-	Period metav1.Duration `json:"period,omitempty"`
+	Period *metav1.Duration `json:"period,omitempty"`
 
 	// timeout of one probe, shorter than the period.
 	// +optional
@@ -70,7 +70,7 @@ type Probe struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(([0-9]+[.]?[0-9]*|[.][0-9]+)(ms|s|m|h))+$') && duration(self) >= duration('10ms')",message="probe.timeout: write a duration of 10ms or more, such as 1s"
-	Timeout metav1.Duration `json:"timeout,omitempty"`
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// successThreshold is how many passes in a row make a failing endpoint
 	// ready again.

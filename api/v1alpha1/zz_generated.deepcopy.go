@@ -595,8 +595,16 @@ func (in *Probe) DeepCopyInto(out *Probe) {
 		*out = new(int32)
 		**out = **in
 	}
-	out.Period = in.Period
-	out.Timeout = in.Timeout
+	if in.Period != nil {
+		in, out := &in.Period, &out.Period
+		*out = new(v1.Duration)
+		**out = **in
+	}
+	if in.Timeout != nil {
+		in, out := &in.Timeout, &out.Timeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.FailOpen != nil {
 		in, out := &in.FailOpen, &out.FailOpen
 		*out = new(bool)

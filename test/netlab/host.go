@@ -81,8 +81,12 @@ func (h *Host) Addr(ipv6 bool) string {
 // ServeTCP starts a TCP server on port, on both of the host's addresses:
 // each connection first gets the host's name and a newline, then every line
 // it sends is echoed back, until it closes. Echoing lets a test keep a
-// connection open and see that it still works (a drain).
+// connection open and see that it still works (a drain). A server that
+// already runs is left as it is.
 func (h *Host) ServeTCP(port int) error {
+	if h.serving("tcp", port) {
+		return nil
+	}
 	l, err := h.ns.Listen("tcp", ":"+strconv.Itoa(port))
 	if err != nil {
 		return err
@@ -168,6 +172,14 @@ func (h *Host) Stop(proto string, port int) error {
 		return fmt.Errorf("netlab: %s serves no %s", h.Name, key)
 	}
 	return c.Close()
+}
+
+// serving tells whether the host's server of proto runs on port.
+func (h *Host) serving(proto string, port int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.closers[proto+"/"+strconv.Itoa(port)]
+	return ok
 }
 
 func (h *Host) track(key string, c io.Closer) {

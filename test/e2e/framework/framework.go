@@ -33,6 +33,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/probe"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/test/controlplane"
 )
@@ -71,6 +72,9 @@ type Options struct {
 	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// Concurrency is the controller's workers; zero means its default.
 	Concurrency int
+	// ProbeDial opens the controller's probe connections; nil dials from
+	// the test process's network (a data-path test dials from a lab).
+	ProbeDial probe.Dialer
 }
 
 // TestConfig is the controller configuration of the tests: the defaults plus
@@ -169,6 +173,7 @@ func (e *Env) startController(opts Options) error {
 		MetricsRegistry:        e.metrics,
 		Config:                 cfg,
 		Concurrency:            opts.Concurrency,
+		ProbeDial:              opts.ProbeDial,
 		// RestartController runs a second controller in this process.
 		SkipNameValidation: true,
 	})
