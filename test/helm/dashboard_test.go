@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -472,6 +473,10 @@ func controllerMetrics(t *testing.T, queries []dashboardQuery) map[string]series
 			Sources: []v1alpha1.Source{{Name: "fixed", Static: &v1alpha1.StaticSource{Endpoints: []v1alpha1.StaticEndpoint{
 				{Address: "192.0.2.10"}, {Address: "192.0.2.11", Health: v1alpha1.HealthUnhealthy},
 			}}}},
+			// Probed every second, through a dialer that refuses (see
+			// startController), so that the probe metrics have series.
+			Probe: &v1alpha1.Probe{TCP: &v1alpha1.TCPProbe{}, Period: &metav1.Duration{Duration: time.Second},
+				Timeout: &metav1.Duration{Duration: 100 * time.Millisecond}},
 		},
 	}
 	if err := c.Create(t.Context(), xb); err != nil {
@@ -537,6 +542,10 @@ func startController(t *testing.T, cp *controlplane.ControlPlane) (client.Client
 		HealthProbeBindAddress:  "0",
 		LeaderElection:          true,
 		LeaderElectionNamespace: leaseNamespace,
+		// No probe leaves the process: every connection is refused here.
+		ProbeDial: func(context.Context, string, string) (net.Conn, error) {
+			return nil, errors.New("the dashboard test opens no connection")
+		},
 		Config: controllers.Config{
 			MaxEndpointsPerSlice: 100,
 			DefaultDrainPeriod:   30 * time.Second,
