@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/probe"
 	"github.com/backendslice/backendslice/controllers/desired"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	consulprovider "github.com/backendslice/backendslice/providers/consul"
@@ -45,6 +46,7 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.manager.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address the /healthz and /readyz probes bind to")
 	fs.BoolVar(&f.manager.LeaderElection, "leader-elect", false, "elect a leader so that only one replica reconciles at a time")
 	fs.IntVar(&f.manager.Concurrency, "concurrent", controllers.DefaultConcurrency, "how many ExternalBackends are reconciled at once")
+	fs.IntVar(&f.manager.ProbeConcurrency, "probe-concurrency", probe.DefaultConcurrency, "how many probes run at once (raise it when backendslice_probe_lateness_seconds grows)")
 	fs.Float32Var(&f.manager.KubeAPIQPS, "kube-api-qps", 50, "queries per second the controller may send the API server (client-side limit)")
 	fs.IntVar(&f.manager.KubeAPIBurst, "kube-api-burst", 100, "burst of queries above --kube-api-qps")
 	fs.StringVar(&f.manager.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the controller's own)")
@@ -73,6 +75,9 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 // commands that call out.
 func (f *ControllerFlags) ManagerOptions() (controllers.ManagerOptions, error) {
 	opts := f.manager
+	if opts.ProbeConcurrency < 1 {
+		return opts, fmt.Errorf("--probe-concurrency=%d: must be at least 1", opts.ProbeConcurrency)
+	}
 	if opts.Concurrency < 1 {
 		return opts, fmt.Errorf("--concurrent=%d: must be at least 1", opts.Concurrency)
 	}

@@ -234,39 +234,6 @@ func TestSteadyVerdictsCostNothing(t *testing.T) {
 	}
 }
 
-// TestStoppedServerGoesNotReadyAndComesBack: a stopped server's endpoint
-// is published not ready after failureThreshold failed probes, and ready
-// again after successThreshold passes; Probed and status count it.
-func TestStoppedServerGoesNotReadyAndComesBack(t *testing.T) {
-	ns := framework.Namespace(t)
-	xb := backend(ns, tcpProbe(), "a", "b")
-	framework.Create(t, xb)
-	framework.WaitStates(t, ns, "svc", states(ready, "a", "b"))
-	waitProbed(t, xb, metav1.ConditionTrue, v1alpha1.ReasonProbesPassing)
-
-	restartAtEnd(t, "a")
-	stopped := time.Now()
-	if err := hosts["a"].Stop("tcp", tcpPort); err != nil {
-		t.Fatal(err)
-	}
-	framework.WaitStates(t, ns, "svc", merge(states(notServing, "a"), states(ready, "b")))
-	took := time.Since(stopped)
-	// Two failures a second apart cannot come sooner than one period.
-	if took < time.Second {
-		t.Errorf("not ready %s after the server stopped: sooner than failureThreshold allows", took)
-	}
-	t.Logf("server stopped -> slice not ready: %s (period 1s, failureThreshold 2)", took)
-	c := waitProbed(t, xb, metav1.ConditionTrue, v1alpha1.ReasonProbesPassing)
-	if got := framework.Get(t, xb).Status.Endpoints.ProbeFailing; got != 1 {
-		t.Errorf("status.endpoints.probeFailing = %d, want 1 (Probed: %s)", got, c.Message)
-	}
-
-	if err := hosts["a"].ServeTCP(tcpPort); err != nil {
-		t.Fatal(err)
-	}
-	framework.WaitStates(t, ns, "svc", states(ready, "a", "b"))
-}
-
 // TestEveryServerDownFailsOpen: when every endpoint fails its probe, they
 // are published as the source says, Probed says FailOpen, and a Warning
 // event tells it; with failOpen false they all go not ready.
