@@ -165,7 +165,7 @@ func (p *Prober) Start(ctx context.Context) error {
 	defer timer.Stop()
 	for {
 		p.mu.Lock()
-		var wait time.Duration = time.Hour
+		wait := time.Hour
 		if p.queue.Len() > 0 {
 			wait = time.Until(p.queue[0].due)
 		}
@@ -194,7 +194,7 @@ func (p *Prober) Start(ctx context.Context) error {
 			<-slots
 			continue
 		}
-		e := heap.Pop(&p.queue).(*entry)
+		e, _ := heap.Pop(&p.queue).(*entry)
 		due := e.due
 		p.mu.Unlock()
 		p.metrics.late(time.Since(due))
@@ -279,11 +279,15 @@ func (q dueQueue) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
 	q[i].index, q[j].index = i, j
 }
+
+// Push adds an entry (container/heap's interface).
 func (q *dueQueue) Push(x any) {
-	e := x.(*entry)
+	e, _ := x.(*entry)
 	e.index = len(*q)
 	*q = append(*q, e)
 }
+
+// Pop takes the last entry (container/heap's interface).
 func (q *dueQueue) Pop() any {
 	old := *q
 	e := old[len(old)-1]

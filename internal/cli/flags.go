@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/backendslice/backendslice/controllers"
-	"github.com/backendslice/backendslice/probe"
 	"github.com/backendslice/backendslice/controllers/desired"
+	"github.com/backendslice/backendslice/probe"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	consulprovider "github.com/backendslice/backendslice/providers/consul"
 	dnsprovider "github.com/backendslice/backendslice/providers/dns"
