@@ -154,8 +154,9 @@ bench-failover: $(TEST_PREREQS) ## Measure failover through kube-proxy for each 
 	$(ENVTEST_ENV) $(GO) test ./test/e2e/datapath -run '^TestFailover$$' -count=1 -v -timeout 60m -args -flips=$(FAILOVER_FLIPS) -report=$(CURDIR)/docs/benchmarks.md
 
 .PHONY: bench-probes
-bench-probes: dataplane ## Probe 10,000 endpoints at a 10 s period on one prober and rewrite the probes section of docs/benchmarks.md.
+bench-probes: $(TEST_PREREQS) ## Probe 10,000 endpoints at a 10 s period on one prober, and time 50 server stops to the slice: rewrites the probes and probe-latency sections of docs/benchmarks.md.
 	$(GO) test -tags bench -run TestProbeScaleReport -count=1 -v -timeout 30m ./test/bench/probes -args -report=$(CURDIR)/docs/benchmarks.md
+	$(ENVTEST_ENV) $(GO) test ./test/e2e/probes -run '^TestStopToSlice$$' -count=1 -v -timeout 30m -args -flips=50 -report=$(CURDIR)/docs/benchmarks.md
 
 ##@ Helm chart (Helm Go SDK, pinned in go.mod)
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
@@ -46,10 +47,16 @@ func TestStopToSlice(t *testing.T) {
 			t.Errorf("not ready %s after the server stopped: sooner than failureThreshold allows", out[i])
 		}
 		if i == 0 {
-			c := waitProbed(t, xb, metav1.ConditionTrue, v1alpha1.ReasonProbesPassing)
-			if got := framework.Get(t, xb).Status.Endpoints.ProbeFailing; got != 1 {
-				t.Errorf("status.endpoints.probeFailing = %d, want 1 (Probed: %s)", got, c.Message)
-			}
+			// The status patch follows the slice write of the same reconcile.
+			framework.Eventually(t, framework.Timeout, "probeFailing 1 and Probed counting it", func() error {
+				cur := framework.Get(t, xb)
+				c := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionProbed)
+				if n := cur.Status.Endpoints.ProbeFailing; n != 1 || c == nil || c.Reason != v1alpha1.ReasonProbesPassing ||
+					!strings.HasPrefix(c.Message, "1 of 2 ") {
+					return fmt.Errorf("status.endpoints.probeFailing = %d, Probed %+v", n, c)
+				}
+				return nil
+			})
 		}
 		start = time.Now()
 		if err := hosts["a"].ServeTCP(tcpPort); err != nil {
