@@ -175,12 +175,12 @@ func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) rep
 	pub := r.publication(ctx, xb, res, seen)
 	rep.publication = pub
 	rep.requeueAfter = earliest(rep.requeueAfter, pub.requeueAfter)
-	svc, err := r.ensureService(ctx, xb, pub, seen.service)
+	svc, created, err := r.ensureService(ctx, xb, pub, seen.service)
 	if err != nil {
 		rep.syncErr = err
 		return rep
 	}
-	rep.slices, rep.syncErr = r.syncSlices(ctx, xb, svc, pub, seen)
+	rep.slices, rep.syncErr = r.syncSlices(ctx, xb, svc, created, pub, seen)
 	return rep
 }
 

@@ -245,42 +245,43 @@ func conflictMessage(svc *corev1.Service) string {
 
 // ensureService creates or corrects the Service, re-adopting ours where
 // someone stripped its label or owner reference, and removes Services this
-// backend made under a previous name. It returns the Service as written.
-func (r *Reconciler) ensureService(ctx context.Context, xb *v1alpha1.ExternalBackend, pub publication, current *corev1.Service) (*corev1.Service, error) {
+// backend made under a previous name. It returns the Service as written,
+// and whether this pass created it.
+func (r *Reconciler) ensureService(ctx context.Context, xb *v1alpha1.ExternalBackend, pub publication, current *corev1.Service) (svc *corev1.Service, created bool, err error) {
 	name := serviceName(xb)
 	fams := ipFamilies(pub.families, pub.endpoints)
 	if current == nil {
-		created, err := r.createService(ctx, xb, desiredService(xb, fams))
-		if err != nil || created != nil {
-			return created, err
+		made, err := r.createService(ctx, xb, desiredService(xb, fams))
+		if err != nil || made != nil {
+			return made, made != nil, err
 		}
 		// Our cache only holds Services that carry our label: the name is
 		// taken by someone else's Service, or by ours with the label stripped.
 		current = &corev1.Service{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: xb.Namespace, Name: name}, current); err != nil {
-			return nil, readFailed("reading Service "+name+" that holds our name", err)
+			return nil, false, readFailed("reading Service "+name+" that holds our name", err)
 		}
 	}
 	want := desiredService(xb, keepPrimary(fams, current.Spec.IPFamilies, pub.families))
 	switch {
 	case !ours(current, xb):
-		return nil, errServiceConflict{conflictMessage(current)}
+		return nil, false, errServiceConflict{conflictMessage(current)}
 	case recreateReason(current, want) != "":
 		why := recreateReason(current, want)
 		if err := r.remove(ctx, current, kindService, client.Preconditions{UID: &current.UID, ResourceVersion: &current.ResourceVersion}); err != nil {
-			return nil, fmt.Errorf("deleting Service %s %s: %w", name, why, err)
+			return nil, false, fmt.Errorf("deleting Service %s %s: %w", name, why, err)
 		}
 		r.event(xb, corev1.EventTypeNormal, "ServiceRecreated", "Delete", "deleted Service %s %s; it is created again", name, why)
-		return nil, errRecreating
+		return nil, false, errRecreating
 	}
 	merged, changed := mergeService(current, want)
 	if changed {
 		if err := r.update(ctx, merged, kindService); err != nil {
-			return nil, fmt.Errorf("updating Service %s: %w", name, err)
+			return nil, false, fmt.Errorf("updating Service %s: %w", name, err)
 		}
 		r.event(xb, corev1.EventTypeNormal, "ServiceUpdated", "Update", "updated Service %s", name)
 	}
-	return merged, r.removeOldServices(ctx, xb, merged)
+	return merged, false, r.removeOldServices(ctx, xb, merged)
 }
 
 // createService creates want. It returns nil and no error when the name is
@@ -292,7 +293,12 @@ func (r *Reconciler) createService(ctx context.Context, xb *v1alpha1.ExternalBac
 	case err != nil:
 		return nil, fmt.Errorf("creating Service %s: %w", want.Name, err)
 	}
-	r.event(xb, corev1.EventTypeNormal, "ServiceCreated", "Create", "created Service %s", want.Name)
+	// A new backend's Service is what was asked for: no event, which would
+	// be one more API write per backend. One that status says existed was
+	// deleted behind our back: that is worth telling.
+	if xb.Status.ServiceName == want.Name {
+		r.event(xb, corev1.EventTypeWarning, "ServiceRestored", "Create", "Service %s was deleted by someone else; created it again", want.Name)
+	}
 	return want, r.removeOldServices(ctx, xb, want)
 }
 

@@ -94,7 +94,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	ourObjects := cache.ByObject{Label: labels.NewSelector().Add(*ours)}
+	ourObjects := cache.ByObject{Label: labels.NewSelector().Add(*ours), Transform: trimManagedFields}
 	if opts.KubeAPIQPS != 0 || opts.KubeAPIBurst != 0 {
 		cfg = rest.CopyConfig(cfg)
 		cfg.QPS = cmp.Or(opts.KubeAPIQPS, cfg.QPS)
@@ -174,6 +174,7 @@ func cachedObjects(ours cache.ByObject, namespace string) map[client.Object]cach
 	by := map[client.Object]cache.ByObject{
 		&corev1.Service{}:            ours,
 		&discoveryv1.EndpointSlice{}: ours,
+		&v1alpha1.ExternalBackend{}:  {Transform: trimBackend},
 		// Only read with --deny-pod-cidrs; then only their Pod ranges.
 		&corev1.Node{}: {Transform: podRangesOnly},
 	}

@@ -48,11 +48,17 @@ func (r *Reconciler) planInput(xb *v1alpha1.ExternalBackend, svc *corev1.Service
 // syncSlices plans the fewest slice writes and makes them: creates first,
 // then updates, then deletes, so that an endpoint moving between slices is
 // never missing from all of them. It returns how many slices are ours after.
-func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBackend, svc *corev1.Service, pub publication, seen observed) (int32, error) {
+// created says this pass created svc.
+func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBackend, svc *corev1.Service, created bool, pub publication, seen observed) (int32, error) {
 	in := r.planInput(xb, svc, pub)
 	in.Existing, in.TakenNames = onlyOwned(seen.slices, svc), seen.taken
 	plan := endpointslices.Compute(in)
-	if plan.Places(in.Existing) {
+	// A Service this pass created owns no slice yet: none of ours can hide
+	// from the cache, so the plan needs no list past it. (A second
+	// instance placing the same endpoints at the same moment makes the
+	// same deterministically named slices: its create or ours fails, and
+	// createSlice updates the one that exists instead of adding another.)
+	if plan.Places(in.Existing) && !created {
 		// A cache that misses a slice another writer (or our own last pass)
 		// made, or one whose label someone stripped, would let the plan put
 		// an endpoint that slice holds into a second one: plan again from

@@ -121,8 +121,9 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.Ex
 // statusPatchTimeout bounds the status patch that ends every reconcile.
 const statusPatchTimeout = 10 * time.Second
 
-// announce emits an event when the Ready or Resolved condition, or the set
-// of dropped addresses, changes, so that each is told once, not at every retry.
+// announce emits an event when the Ready or Probed condition, or the set
+// of dropped addresses, changes, so that each is told once, not at every
+// retry; a backend that is Ready from its first pass gets none.
 func (r *Reconciler) announce(before, after *v1alpha1.ExternalBackend) {
 	if len(after.Status.Dropped) > 0 && !slices.Equal(before.Status.Dropped, after.Status.Dropped) {
 		d := after.Status.Dropped[0]
@@ -134,24 +135,35 @@ func (r *Reconciler) announce(before, after *v1alpha1.ExternalBackend) {
 		r.event(after, corev1.EventTypeWarning, v1alpha1.ReasonFamilyNotServed, "Resolve",
 			"%d endpoint(s) not published: this cluster gives Services no addresses of their IP family; the Resolved condition names it", n)
 	}
-	if now, was := reasonOf(after, v1alpha1.ConditionProbed), reasonOf(before, v1alpha1.ConditionProbed); now != nil &&
-		(was == nil || was.Status != now.Status || was.Reason != now.Reason) {
-		kind := corev1.EventTypeNormal
-		if now.Status != metav1.ConditionTrue {
-			kind = corev1.EventTypeWarning
-		}
-		r.event(after, kind, now.Reason, "Probe", "%s", now.Message)
+	if now, was := reasonOf(after, v1alpha1.ConditionProbed), reasonOf(before, v1alpha1.ConditionProbed); changedWorthTelling(was, now, false) {
+		r.event(after, eventType(now), now.Reason, "Probe", "%s", now.Message)
 	}
-	now := reasonOf(after, v1alpha1.ConditionReady)
-	was := reasonOf(before, v1alpha1.ConditionReady)
-	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason && was.Message == now.Message) {
-		return
+	if now, was := reasonOf(after, v1alpha1.ConditionReady), reasonOf(before, v1alpha1.ConditionReady); changedWorthTelling(was, now, true) {
+		r.event(after, eventType(now), now.Reason, "Reconcile", "%s", now.Message)
 	}
-	kind := corev1.EventTypeNormal
-	if now.Status != metav1.ConditionTrue {
-		kind = corev1.EventTypeWarning
+}
+
+// changedWorthTelling says whether a condition's change from was to now
+// deserves an event: any change to not True, and a recovery to True. A
+// condition that starts True says nothing went wrong, which is no news
+// worth an API write per new backend. byMessage counts a new message as a
+// change.
+func changedWorthTelling(was, now *metav1.Condition, byMessage bool) bool {
+	switch {
+	case now == nil:
+		return false
+	case was == nil:
+		return now.Status != metav1.ConditionTrue
 	}
-	r.event(after, kind, now.Reason, "Reconcile", "%s", now.Message)
+	return was.Status != now.Status || was.Reason != now.Reason || (byMessage && was.Message != now.Message)
+}
+
+// eventType is Normal for a True condition, else Warning.
+func eventType(c *metav1.Condition) string {
+	if c.Status == metav1.ConditionTrue {
+		return corev1.EventTypeNormal
+	}
+	return corev1.EventTypeWarning
 }
 
 // probedCondition says what the probes did; false when nothing is probed.

@@ -271,7 +271,7 @@ func TestSyncSlices(t *testing.T) {
 				}
 				seen.slices, seen.taken = ownedBy(list.Items, svc.Name, svc)
 			}
-			n, err := r.syncSlices(context.Background(), xb, svc, publication{endpoints: c.want}, seen)
+			n, err := r.syncSlices(context.Background(), xb, svc, false, publication{endpoints: c.want}, seen)
 			if err != nil {
 				t.Fatalf("syncSlices: %v", err)
 			}

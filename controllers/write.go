@@ -49,6 +49,7 @@ func (r *Reconciler) create(ctx context.Context, o client.Object, kind string) e
 
 func (r *Reconciler) update(ctx context.Context, o client.Object, kind string) error {
 	r.own[kind].writing(o, false)
+	withoutManagedFields(o)
 	if err := r.Update(ctx, o, client.FieldOwner(FieldManager)); err != nil {
 		return err
 	}

@@ -42,6 +42,18 @@ const (
 	dual = ipv4 | ipv6
 )
 
+// addressTypes are the spec's address types for f.
+func (f family) addressTypes() []v1alpha1.AddressType {
+	var out []v1alpha1.AddressType
+	if f&ipv4 != 0 {
+		out = append(out, v1alpha1.AddressTypeIPv4)
+	}
+	if f&ipv6 != 0 {
+		out = append(out, v1alpha1.AddressTypeIPv6)
+	}
+	return out
+}
+
 // served is the part of f the API server serves.
 func (f family) served() family {
 	if framework.DualStack() {
@@ -163,6 +175,7 @@ func TestClusterIPReachesOnlyReadyEndpoints(t *testing.T) {
 			ns := framework.Namespace(t)
 			xb := staticBackend(ns, endpoints(tc.f, "a1", ""), endpoints(tc.f, "a2", ""), endpoints(tc.f, "b1", ""),
 				endpoints(tc.f, "c1", v1alpha1.HealthUnhealthy))
+			xb.Spec.AddressTypes = tc.f.addressTypes()
 			framework.Create(t, xb)
 			if tc.f.served() == 0 {
 				// A single-stack cluster cannot carry an IPv6-only backend:

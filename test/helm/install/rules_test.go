@@ -63,7 +63,7 @@ var needs = map[request]need{
 	{"watch", "discovery.k8s.io", "endpointslices"}:  {scenario: &core},
 	{"list", "networking.k8s.io", "servicecidrs"}:    {scenario: &core, env: []string{noWatchList}, shows: neverReconciled},
 	{"watch", "networking.k8s.io", "servicecidrs"}:   {scenario: &core},
-	{"create", "events.k8s.io", "events"}:            {scenario: &core, shows: noEvents},
+	{"create", "events.k8s.io", "events"}:            {scenario: &driftTwice, shows: noEvents},
 	{"patch", "events.k8s.io", "events"}:             {scenario: &driftTwice, shows: noSeries},
 	{"get", "coordination.k8s.io", "leases"}:         {scenario: &core, shows: neverReconciled},
 	{"create", "coordination.k8s.io", "leases"}:      {scenario: &core, shows: neverReconciled},
