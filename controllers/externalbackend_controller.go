@@ -231,6 +231,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ExternalBackend{}, providerRefIndex, providerRefs); err != nil {
 		return fmt.Errorf("indexing ExternalBackends by provider: %w", err)
 	}
+	// A label selector on a cache list is matched against every object of
+	// the namespace: with thousands of backends in one namespace, each
+	// reconcile's reads would cost as much as the namespace is big.
+	for _, o := range []client.Object{&corev1.Service{}, &discoveryv1.EndpointSlice{}} {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), o, BackendIndex, backendOf); err != nil {
+			return fmt.Errorf("indexing %T by backend: %w", o, err)
+		}
+	}
 	r.validate = newValidator()
 	r.known = newByName[map[string]lastAnswer]()
 	r.bursts = newByName[coalesce.State]()

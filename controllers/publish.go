@@ -46,13 +46,13 @@ func (r *Reconciler) observe(ctx context.Context, xb *v1alpha1.ExternalBackend) 
 		return seen, readFailed("reading Service "+name, err)
 	}
 	var list discoveryv1.EndpointSliceList
-	if err := r.List(ctx, &list, client.InNamespace(xb.Namespace), client.MatchingLabels{
-		discoveryv1.LabelServiceName: name,
-		BackendLabel:                 xb.Name,
-	}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(xb.Namespace), client.MatchingFields{BackendIndex: xb.Name}); err != nil {
 		return seen, readFailed("listing EndpointSlices of Service "+name, err)
 	}
-	seen.slices, seen.taken = ownedBy(list.Items, name, seen.service)
+	of := slices.DeleteFunc(list.Items, func(s discoveryv1.EndpointSlice) bool {
+		return s.Labels[discoveryv1.LabelServiceName] != name
+	})
+	seen.slices, seen.taken = ownedBy(of, name, seen.service)
 	net, err := r.families.read(ctx)
 	if err != nil {
 		return seen, errRead{err}

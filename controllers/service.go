@@ -316,7 +316,7 @@ func ours(svc *corev1.Service, xb *v1alpha1.ExternalBackend) bool {
 // created under another name, after a rename of spec.service.name.
 func (r *Reconciler) removeOldServices(ctx context.Context, xb *v1alpha1.ExternalBackend, svc *corev1.Service) error {
 	var list corev1.ServiceList
-	if err := r.List(ctx, &list, client.InNamespace(xb.Namespace), client.MatchingLabels{BackendLabel: xb.Name}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(xb.Namespace), client.MatchingFields{BackendIndex: xb.Name}); err != nil {
 		return readFailed("listing Services of this backend", err)
 	}
 	for i := range list.Items {

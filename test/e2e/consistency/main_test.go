@@ -115,7 +115,24 @@ func directClient(t *testing.T) client.WithWatch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return labelIndexed{c}
+}
+
+// labelIndexed serves the controller cache's index by backend, a field
+// selector the API server does not know, as the label selector it stands
+// for, so that the direct client can stand for a cache.
+type labelIndexed struct{ client.WithWatch }
+
+func (c labelIndexed) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	if lo.FieldSelector != nil {
+		if v, ok := lo.FieldSelector.RequiresExactMatch(controllers.BackendIndex); ok {
+			lo.FieldSelector = nil
+			lo.LabelSelector = labels.SelectorFromSet(labels.Set{controllers.BackendLabel: v})
+			return c.WithWatch.List(ctx, list, lo)
+		}
+	}
+	return c.WithWatch.List(ctx, list, opts...)
 }
 
 // backend is an ExternalBackend with a static source of endpoints and port 5432.
