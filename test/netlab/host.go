@@ -70,14 +70,6 @@ func (l *Lab) AddHost(name string) (*Host, error) {
 // Namespace is the host's namespace, for servers the lab does not provide.
 func (h *Host) Namespace() *Namespace { return h.ns }
 
-// Addr is the host's IPv6 address if ipv6, else its IPv4 address.
-func (h *Host) Addr(ipv6 bool) string {
-	if ipv6 {
-		return h.Addr6.String()
-	}
-	return h.Addr4.String()
-}
-
 // ServeTCP starts a TCP server on port, on both of the host's addresses:
 // each connection first gets the host's name and a newline, then every line
 // it sends is echoed back, until it closes. Echoing lets a test keep a

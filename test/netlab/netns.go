@@ -59,15 +59,6 @@ func (n *Namespace) IP(args ...string) error {
 	return ip(append([]string{"-n", n.Name}, args...)...)
 }
 
-// Sysctl sets a sysctl of the namespace (net.* sysctls are per namespace).
-func (n *Namespace) Sysctl(key, value string) error {
-	out, err := exec.Command("ip", "netns", "exec", n.Name, "sysctl", "-q", "-w", key+"="+value).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("sysctl %s=%s in %s: %w: %s", key, value, n.Name, err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
 // Do runs fn on an OS thread inside the namespace and waits for it. Sockets
 // fn opens belong to the namespace.
 func (n *Namespace) Do(fn func() error) error {
