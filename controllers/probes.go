@@ -23,7 +23,6 @@ import (
 const (
 	defaultProbePeriod      = 10 * time.Second
 	defaultProbeTimeout     = time.Second
-	defaultStatusCodes      = "200-399"
 	defaultFailureThreshold = 3
 )
 
@@ -141,10 +140,8 @@ func (r *Reconciler) checkOf(ctx context.Context, xb *v1alpha1.ExternalBackend, 
 		if c.Path == "" {
 			c.Path = "/"
 		}
+		// Empty means probe.DefaultStatusCodes, which the check applies.
 		c.StatusCodes = strings.Join(p.HTTP.StatusCodes, ",")
-		if c.StatusCodes == "" {
-			c.StatusCodes = defaultStatusCodes
-		}
 		c.ServerName = p.HTTP.ServerName
 		if ref := p.HTTP.CASecretRef; ref != nil {
 			ca, err := r.secretValue(ctx, field+".http.caSecretRef", *ref)
