@@ -52,6 +52,10 @@ type Config struct {
 	// Namespace is the controller's own: the only one whose Secrets it
 	// reads (those BackendProviders name).
 	Namespace string
+	// SoleWriter says no other instance writes our slices (leader election
+	// is on): a pass that places endpoints then trusts its cache once the
+	// cache shows its own writes, instead of listing the slices past it.
+	SoleWriter bool
 	// Coalesce folds bursts of provider changes into one write; off when
 	// its quiet time is zero.
 	Coalesce coalesce.Window

@@ -61,10 +61,12 @@ type Reconciler struct {
 	drains *byName[[]v1alpha1.DrainingEndpoint]
 	// bursts holds the coalescing window's state.
 	bursts *byName[coalesce.State]
-	// written holds the resourceVersion of each backend as this process
-	// last wrote or read it live: a cached copy at another version may be
-	// older than our own last status patch (see current).
-	written *byName[string]
+	// written holds each backend's status as this process last wrote or
+	// read it live: a cached copy that shows another status may be older
+	// than our own last status patch (see current).
+	written *byName[statusSeen]
+	// ledger tells whether the cache shows every slice of a backend.
+	ledger *sliceLedger
 	// own tells the watch events of our own writes from others', by kind.
 	own map[string]writeTracker
 	// again spaces out the passes that must look again soon (a Service
@@ -133,13 +135,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 // not show our own last status patch yet: status is patched as a diff
 // from what was read, and a diff from an older status would leave fields
 // of the newer one (a drain that ended) in place, with nothing to trigger
-// another pass (status changes do not).
+// another pass (status changes do not). A cached copy at another version
+// that shows the status we last wrote (the spec was edited since) is as
+// good as a live read, and costs none.
 func (r *Reconciler) current(ctx context.Context, key types.NamespacedName) (*v1alpha1.ExternalBackend, error) {
 	xb := &v1alpha1.ExternalBackend{}
 	if err := r.Get(ctx, key, xb); err != nil {
 		return nil, err
 	}
-	if rv, ok := r.written.get(key); !ok || rv == xb.ResourceVersion {
+	if w, ok := r.written.get(key); !ok || w.shownBy(xb) {
 		return xb, nil
 	}
 	// A list of one by name, not a get: the controller's role lists and
@@ -152,7 +156,7 @@ func (r *Reconciler) current(ctx context.Context, key types.NamespacedName) (*v1
 		return nil, apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("externalbackends").GroupResource(), key.Name)
 	}
 	xb = &live.Items[0]
-	r.written.set(key, xb.ResourceVersion)
+	r.written.set(key, seenStatus(xb))
 	return xb, nil
 }
 
@@ -191,6 +195,7 @@ func (r *Reconciler) release(key types.NamespacedName) {
 	r.bursts.forget(key)
 	r.drains.forget(key)
 	r.written.forget(key)
+	r.ledger.forget(key)
 	r.again.Forget(key)
 	r.Providers.Forget(key)
 	if r.prober != nil {
@@ -243,24 +248,27 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.known = newByName[map[string]lastAnswer]()
 	r.bursts = newByName[coalesce.State]()
 	r.drains = newByName[[]v1alpha1.DrainingEndpoint]()
-	r.written = newByName[string]()
+	r.written = newByName[statusSeen]()
+	r.ledger = newSliceLedger()
 	r.own = newOwnWritesByKind()
 	r.again = retryLimiter[types.NamespacedName]()
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
 	byBackendLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
-		name, ok := o.GetLabels()[BackendLabel]
+		key, ok := backendKey(o)
 		if !ok {
 			return nil
 		}
-		return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		return []ctrl.Request{{NamespacedName: key}}
 	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ExternalBackend{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Service{}, byBackendLabel, builder.WithPredicates(r.own[kindService].notEchoes())).
-		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.WithPredicates(r.own[kindEndpointSlice].notEchoes())).
+		// The ledger sees every delete, ours included, before the echoes
+		// of our own writes are dropped.
+		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.WithPredicates(r.ledger.watchDeletes(), r.own[kindEndpointSlice].notEchoes())).
 		Named("externalbackend").
 		WithOptions(controller.Options{RateLimiter: retryLimiter[ctrl.Request](), MaxConcurrentReconciles: r.workers})
 	// Admission reads providers, namespaces and Secrets: a change to any

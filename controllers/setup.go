@@ -137,12 +137,15 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err := mgr.Add(prober); err != nil {
 		return nil, err
 	}
+	rcfg := withDefaults(opts.Config)
+	// Leader election makes this process the one writer of our slices.
+	rcfg.SoleWriter = rcfg.SoleWriter || opts.LeaderElection
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Events:    mgr.GetEventRecorder("backendslice"),
 		Providers: opts.Providers,
-		Config:    withDefaults(opts.Config),
+		Config:    rcfg,
 		Metrics:   metrics,
 		waker:     waker,
 		prober:    prober,

@@ -53,12 +53,16 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 	in := r.planInput(xb, svc, pub)
 	in.Existing, in.TakenNames = onlyOwned(seen.slices, svc), seen.taken
 	plan := endpointslices.Compute(in)
-	// A Service this pass created owns no slice yet: none of ours can hide
-	// from the cache, so the plan needs no list past it. (A second
-	// instance placing the same endpoints at the same moment makes the
-	// same deterministically named slices: its create or ours fails, and
-	// createSlice updates the one that exists instead of adding another.)
-	if plan.Places(in.Existing) && !created {
+	key := client.ObjectKeyFromObject(xb)
+	if created {
+		// A Service this pass created owns no slice yet: none of ours can
+		// hide from the cache. (A second instance placing the same
+		// endpoints at the same moment makes the same deterministically
+		// named slices: its create or ours fails, and createSlice updates
+		// the one that exists instead of adding another.)
+		r.ledger.trust(key, nil, in.Existing)
+	}
+	if plan.Places(in.Existing) && !created && !r.cacheSeesAll(key, in.Existing) {
 		// A cache that misses a slice another writer (or our own last pass)
 		// made, or one whose label someone stripped, would let the plan put
 		// an endpoint that slice holds into a second one: plan again from
@@ -67,6 +71,7 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 		if err != nil {
 			return 0, err
 		}
+		r.ledger.trust(key, live, in.Existing)
 		if !sameVersions(live, in.Existing) {
 			in.Existing, in.TakenNames = live, taken.Union(seen.taken)
 			plan = endpointslices.Compute(in)
@@ -91,6 +96,14 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 	// No event per sync: it would be a second API write for every slice
 	// write, the very load the planner saves. Status and metrics count them.
 	return int32(len(in.Existing) + len(plan.Create) - len(plan.Delete)), nil
+}
+
+// cacheSeesAll tells whether cached, the backend's slices in the cache,
+// are all the slices that can hold its endpoints. Only a sole writer can
+// know (by its ledger of its own writes); without leader election another
+// instance may have written a slice the cache does not show yet.
+func (r *Reconciler) cacheSeesAll(key client.ObjectKey, cached []discoveryv1.EndpointSlice) bool {
+	return r.Config.SoleWriter && r.ledger.seesAll(key, cached)
 }
 
 // onlyOwned keeps the slices that svc, as written, owns: a Service created

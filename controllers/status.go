@@ -2,8 +2,10 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"time"
@@ -114,8 +116,37 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.Ex
 	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	r.written.set(client.ObjectKeyFromObject(after), after.ResourceVersion)
+	r.written.set(client.ObjectKeyFromObject(after), seenStatus(after))
 	return nil
+}
+
+// statusSeen is a backend's status as this process last wrote or read it
+// live: its resourceVersion then, and a digest of the status, so that
+// thousands of backends cost a few bytes each.
+type statusSeen struct {
+	resourceVersion string
+	digest          uint64
+}
+
+// seenStatus is xb's statusSeen.
+func seenStatus(xb *v1alpha1.ExternalBackend) statusSeen {
+	return statusSeen{resourceVersion: xb.ResourceVersion, digest: statusDigest(&xb.Status)}
+}
+
+// shownBy tells whether a copy of the backend shows this status: it is at
+// that version, or at another one (a spec edit since) with the same status.
+func (s statusSeen) shownBy(xb *v1alpha1.ExternalBackend) bool {
+	return s.resourceVersion == xb.ResourceVersion || s.digest == statusDigest(&xb.Status)
+}
+
+// statusDigest hashes the status as the API server stores it (JSON, times
+// in seconds), so that a copy read back compares equal to the one written.
+func statusDigest(st *v1alpha1.ExternalBackendStatus) uint64 {
+	h := fnv.New64a()
+	// Encoding a struct of plain fields cannot fail; the digest of a
+	// failure would only cost a live read.
+	_ = json.NewEncoder(h).Encode(st)
+	return h.Sum64()
 }
 
 // statusPatchTimeout bounds the status patch that ends every reconcile.

@@ -28,7 +28,8 @@ func newOwnWritesByKind() map[string]writeTracker {
 }
 
 // create, update and remove make every write of a Service or slice: each
-// tells ownWrites before it is sent and counts it once it succeeded.
+// tells ownWrites before it is sent, and counts it (and, for a slice, tells
+// the ledger) once it succeeded.
 
 func (r *Reconciler) create(ctx context.Context, o client.Object, kind string) error {
 	own := r.own[kind]
@@ -43,7 +44,7 @@ func (r *Reconciler) create(ctx context.Context, o client.Object, kind string) e
 		// A generated name is known only now; the event may have come first.
 		own.writing(o, false)
 	}
-	r.Metrics.write(kind, "create")
+	r.succeeded(o, kind, "create")
 	return nil
 }
 
@@ -53,7 +54,7 @@ func (r *Reconciler) update(ctx context.Context, o client.Object, kind string) e
 	if err := r.Update(ctx, o, client.FieldOwner(FieldManager)); err != nil {
 		return err
 	}
-	r.Metrics.write(kind, "update")
+	r.succeeded(o, kind, "update")
 	return nil
 }
 
@@ -62,6 +63,14 @@ func (r *Reconciler) remove(ctx context.Context, o client.Object, kind string, o
 	if err := r.Delete(ctx, o, opts...); err != nil {
 		return err
 	}
-	r.Metrics.write(kind, "delete")
+	r.succeeded(o, kind, "delete")
 	return nil
+}
+
+// succeeded counts a write that succeeded and gives the ledger our slice writes.
+func (r *Reconciler) succeeded(o client.Object, kind, verb string) {
+	r.Metrics.write(kind, verb)
+	if kind == kindEndpointSlice {
+		r.ledger.wrote(o, verb == "delete")
+	}
 }

@@ -110,3 +110,39 @@ func TestStaleCacheNeverPublishesTwice(t *testing.T) {
 	framework.WaitAddresses(t, ns, "db", final...)
 	dups.check(t)
 }
+
+// TestSoleWriterListsWhileItsWritesAreUnseen runs one instance that is the
+// sole writer (as under leader election), whose slice cache stopped after
+// its first pass, so that it trusts its cache only while the cache shows
+// its own writes. Its second pass puts new endpoints into a new slice -1,
+// which the cache never shows; its third removes endpoints from -0 and
+// adds more. Planned from the cache, -0 (its resourceVersion still
+// current) would take -1's endpoints too. The instance must see that its
+// cache does not show -1, list the slices, and never publish an address
+// twice.
+func TestSoleWriterListsWhileItsWritesAreUnseen(t *testing.T) {
+	ns := framework.Namespace(t)
+	dups := watchDuplicates(t, ns, "db")
+	view := &staleView{Client: directClient(t)}
+	r := newReconciler(t, newManager(t), view)
+	r.Config.SoleWriter = true
+
+	first, added, more := addresses("192.0.2.", 100), addresses("198.51.100.", 10), addresses("198.51.100.", 20)[10:]
+	xb := backend(ns, "db", staticEndpoints(first...))
+	xb.Spec.DrainPeriod = &metav1.Duration{}
+	framework.Create(t, xb)
+	reconcile(t, r, xb)
+	framework.WaitAddresses(t, ns, "db", first...)
+	view.freeze(t)
+
+	all := append(slices.Clone(first), added...)
+	setEndpoints(t, xb, staticEndpoints(all...))
+	reconcile(t, r, xb)
+	framework.WaitAddresses(t, ns, "db", all...)
+
+	final := append(append(slices.Clone(first[20:]), added...), more...)
+	setEndpoints(t, xb, staticEndpoints(final...))
+	reconcile(t, r, xb)
+	framework.WaitAddresses(t, ns, "db", final...)
+	dups.check(t)
+}

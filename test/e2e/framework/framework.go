@@ -157,6 +157,8 @@ func (e *Env) startController(opts Options) error {
 		return err
 	}
 	cfg := TestConfig()
+	// One instance runs, as under the chart's leader election.
+	cfg.SoleWriter = true
 	if opts.Config != nil {
 		opts.Config(&cfg)
 	}
