@@ -88,13 +88,10 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Only Services and slices that carry our label are cached: a cluster's
-	// other Services and slices are none of our business and could be many.
-	ours, err := labels.NewRequirement(BackendLabel, selection.Exists, nil)
+	cacheOpts, err := CacheOptions(opts.Config.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	ourObjects := cache.ByObject{Label: labels.NewSelector().Add(*ours), Transform: trimManagedFields}
 	if opts.KubeAPIQPS != 0 || opts.KubeAPIBurst != 0 {
 		cfg = rest.CopyConfig(cfg)
 		cfg.QPS = cmp.Or(opts.KubeAPIQPS, cfg.QPS)
@@ -110,7 +107,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		// Leaving at once on shutdown lets the next leader start sooner.
 		LeaderElectionReleaseOnCancel: true,
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipNameValidation)},
-		Cache:                         cache.Options{ByObject: cachedObjects(ourObjects, opts.Config.Namespace)},
+		Cache:                         cacheOpts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -169,14 +166,21 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// cachedObjects narrows the cache: Services and slices that carry our
-// label (a cluster's others are none of our business and could be many),
-// and Secrets of the controller's own namespace only, the one namespace
-// whose Secrets its Role lets it read.
-func cachedObjects(ours cache.ByObject, namespace string) map[client.Object]cache.ByObject {
+// CacheOptions narrow and trim what the manager's cache holds: Services
+// and slices that carry our label (a cluster's others are none of our
+// business and could be many), Secrets of the controller's own namespace
+// only (the one namespace whose Secrets its Role lets it read), and of
+// each object only what the controller reads (trim.go). The scale
+// benchmarks build caches from them too.
+func CacheOptions(namespace string) (cache.Options, error) {
+	ours, err := labels.NewRequirement(BackendLabel, selection.Exists, nil)
+	if err != nil {
+		return cache.Options{}, err
+	}
+	ourObjects := cache.ByObject{Label: labels.NewSelector().Add(*ours), Transform: trimManagedFields}
 	by := map[client.Object]cache.ByObject{
-		&corev1.Service{}:            ours,
-		&discoveryv1.EndpointSlice{}: ours,
+		&corev1.Service{}:            ourObjects,
+		&discoveryv1.EndpointSlice{}: ourObjects,
 		&v1alpha1.ExternalBackend{}:  {Transform: trimBackend},
 		// Only read with --deny-pod-cidrs; then only their Pod ranges.
 		&corev1.Node{}: {Transform: podRangesOnly},
@@ -184,7 +188,7 @@ func cachedObjects(ours cache.ByObject, namespace string) map[client.Object]cach
 	if namespace != "" {
 		by[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
 	}
-	return by
+	return cache.Options{ByObject: by}, nil
 }
 
 // familiesOfCluster picks how the controller learns which IP families the

@@ -27,6 +27,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/test/docsection"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -151,7 +152,7 @@ func TestScaleReport(t *testing.T) {
 	var md bytes.Buffer
 	lists := measureLists(ctx, t, namespace(t, "list-latency"))
 	writeMarkdown(&md, results, idle, *workers, lists)
-	if err := os.WriteFile(filepath.Join(*docs, "benchmarks-scale.md"), md.Bytes(), 0o644); err != nil {
+	if err := docsection.Replace(filepath.Join(*docs, "benchmarks-scale.md"), "converge", md.String()); err != nil {
 		t.Fatal(err)
 	}
 }
