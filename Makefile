@@ -147,6 +147,12 @@ bench-churn: ## Replay the churn sequences (ours against upstream) and rewrite t
 bench-scale: controlplane ## Converge 10,000 endpoints and 2,000 backends on a real API server, against a bare client, and write docs/benchmarks-scale.md.
 	$(ENVTEST_ENV) $(GO) test -tags bench -run TestScaleReport -count=1 -v -timeout 30m ./test/bench/scale -args -docs=$(CURDIR)/docs
 
+FLEETS ?= 5000,10000,20000
+
+.PHONY: bench-ceiling
+bench-ceiling: controlplane ## Grow one fleet to each size of FLEETS (backends), time single changes and a restart at each, and write the ceiling section of docs/benchmarks-scale.md.
+	$(ENVTEST_ENV) $(GO) test -tags bench -run TestCeilingReport -count=1 -v -timeout 90m ./test/bench/scale -args -docs=$(CURDIR)/docs -fleets=$(FLEETS)
+
 FAILOVER_FLIPS ?= 100
 
 .PHONY: bench-failover

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -178,13 +179,66 @@ type sample struct {
 	reconciles    float64
 	providerCalls int64
 	cpu           time.Duration
+	// serverCPU is the CPU time of the control plane's processes.
+	serverCPU controlPlaneCPU
+}
+
+// controlPlaneCPU is the user+system time of the API server and of etcd.
+type controlPlaneCPU struct{ apiserver, etcd time.Duration }
+
+func (c controlPlaneCPU) minus(o controlPlaneCPU) controlPlaneCPU {
+	return controlPlaneCPU{apiserver: c.apiserver - o.apiserver, etcd: c.etcd - o.etcd}
+}
+
+// clockTick is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on Linux.
+const clockTick = 10 * time.Millisecond
+
+// serverCPU reads the CPU time of this process's kube-apiserver and etcd
+// children (envtest starts them), so that a phase tells the API server's
+// work from the controller's.
+func serverCPU(t *testing.T) controlPlaneCPU {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out controlPlaneCPU
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // the process ended
+		}
+		// pid (comm) state ppid ... utime stime: comm may hold spaces, so
+		// the fields are counted after its closing parenthesis.
+		open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+		if open < 0 || end < open {
+			continue
+		}
+		comm, f := string(b[open+1:end]), strings.Fields(string(b[end+1:]))
+		if len(f) < 13 || f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		took := time.Duration(utime+stime) * clockTick
+		switch comm {
+		case "kube-apiserver":
+			out.apiserver += took
+		case "etcd":
+			out.etcd += took
+		}
+	}
+	if out.apiserver == 0 {
+		t.Fatal("no kube-apiserver child of this process in /proc")
+	}
+	return out
 }
 
 // take reads the counters: requests from c, the rest from the controller's
 // metrics, the provider and the process.
 func take(t *testing.T, c *counter, calls *atomic.Int64) sample {
 	t.Helper()
-	s := sample{at: time.Now(), requests: c.snapshot(), writes: map[string]float64{}, providerCalls: calls.Load(), cpu: cpuTime(t)}
+	s := sample{at: time.Now(), requests: c.snapshot(), writes: map[string]float64{}, providerCalls: calls.Load(), cpu: cpuTime(t), serverCPU: serverCPU(t)}
 	for _, k := range writeKinds {
 		for _, v := range writeVerbs {
 			s.writes[k+" "+v], _ = framework.MetricValue(t, "backendslice_writes_total", map[string]string{"kind": k, "verb": v})
@@ -203,6 +257,8 @@ type phase struct {
 	Reconciles    int
 	ProviderCalls int
 	CPU           time.Duration
+	// ServerCPU is the control plane's CPU time in the phase.
+	ServerCPU controlPlaneCPU
 	// PeakRSSKiB is the process's VmHWM when the phase ended.
 	PeakRSSKiB int
 	// SpecWrites is how long the test's own ExternalBackend creates or
@@ -215,7 +271,7 @@ func between(t *testing.T, name string, a, b sample) phase {
 	p := phase{
 		Name: name, Took: b.at.Sub(a.at), Requests: map[string]int{}, Writes: map[string]int{},
 		Reconciles: int(b.reconciles - a.reconciles), ProviderCalls: int(b.providerCalls - a.providerCalls),
-		CPU: b.cpu - a.cpu, PeakRSSKiB: peakRSS(t),
+		CPU: b.cpu - a.cpu, ServerCPU: b.serverCPU.minus(a.serverCPU), PeakRSSKiB: peakRSS(t),
 	}
 	for k, v := range b.requests {
 		if d := v - a.requests[k]; d != 0 {

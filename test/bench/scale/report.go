@@ -23,9 +23,10 @@ type result struct {
 
 // bareRun is one step of the bare client.
 type bareRun struct {
-	took     time.Duration
-	requests int
-	writes   int
+	took      time.Duration
+	requests  int
+	writes    int
+	serverCPU controlPlaneCPU
 }
 
 // writeMarkdown writes the report. Write errors are the caller's buffer's.
@@ -44,27 +45,33 @@ func writeMarkdown(w io.Writer, results []result, idle phase, workers int, lists
 	p("- **Spec writes** is the part of that time the test's own ExternalBackend creates or updates took, ")
 	p("8 at a time (the API server decoding, validating with the CRD's CEL rules over every endpoint, and storing the specs); ")
 	p("the controller starts on the first backend as soon as it is stored. **After** is the rest: ")
-	p("how long after the last spec write every backend had converged.\n")
+	p("how long after the last spec write every backend had converged. ")
+	p("**From stored specs** is the same fleet, in another namespace, stored while no controller runs; its time runs ")
+	p("from the start of a new controller (caches filled from the API server) until the fleet has converged: ")
+	p("the controller's own work with nothing else loading the API server, as for the bare client.\n")
 	p("- **Requests** are the controller client's HTTP requests (a counting `rest.Config.Wrap`), ")
 	p("status writes, events, reads and watches included; a GET and a list are counted together. ")
 	p("They are listed by verb and resource below each table.\n")
 	p("- **Writes** are `backendslice_writes_total` (Services and EndpointSlices, not status).\n")
 	p("- **CPU** is the test process's user+system time (`getrusage`), so it includes the test's own client ")
-	p("and polling; **peak RSS** is the process's `VmHWM` at the end of the phase (a running maximum).\n")
+	p("and polling; **API server** and **etcd** are the CPU time of those processes in the phase (`/proc/<pid>/stat`), ")
+	p("the test's spec writes included; **peak RSS** is the process's `VmHWM` at the end of the phase (a running maximum).\n")
 	p("- **Bare** is a plain client creating the same Services and slices (computed beforehand by ")
 	p("`controllers.Render`), %d backends at a time like the controller: the floor for converging from empty. ", workers)
 	p("For the change it swaps each replaced address in place, updating only the slices that held one: the floor for the change.\n\n")
 	for _, r := range results {
 		p("### (%s) %s\n\n", r.scenario.Name, r.scenario.Description)
 		p("Change: %s.\n\n", r.scenario.Change)
-		p("| phase | time | spec writes | after | requests | writes | reconciles | provider calls | CPU | peak RSS |\n")
-		p("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
-		p("| bare client, from empty | %s | – | – | %d | %d creates | – | – | – | – |\n", round(r.bareEmpty.took), r.bareEmpty.requests, r.bareEmpty.writes)
-		p("| bare client, 10%% change | %s | – | – | %d | %d updates | – | – | – | – |\n", round(r.bareChange.took), r.bareChange.requests, r.bareChange.writes)
+		header(p)
+		p("| bare client, from empty | %s | – | – | %d | %d creates | – | – | – | %s | %s | – |\n", round(r.bareEmpty.took), r.bareEmpty.requests, r.bareEmpty.writes,
+			round(r.bareEmpty.serverCPU.apiserver), round(r.bareEmpty.serverCPU.etcd))
+		p("| bare client, 10%% change | %s | – | – | %d | %d updates | – | – | – | %s | %s | – |\n", round(r.bareChange.took), r.bareChange.requests, r.bareChange.writes,
+			round(r.bareChange.serverCPU.apiserver), round(r.bareChange.serverCPU.etcd))
 		for _, ph := range r.phases {
 			row(p, ph)
 		}
-		for i, bare := range []bareRun{r.bareEmpty, r.bareChange} {
+		// phases are from stored specs, from empty, and the change.
+		for i, bare := range []bareRun{r.bareEmpty, r.bareEmpty, r.bareChange} {
 			ph := r.phases[i]
 			p("\n%s, ours / bare: time **%.1f×** (%.1f× leaving out the spec writes, which the bare client has none of), ",
 				ph.Name, ph.Took.Seconds()/bare.took.Seconds(), (ph.Took-ph.SpecWrites).Seconds()/bare.took.Seconds())
@@ -83,8 +90,7 @@ func writeMarkdown(w io.Writer, results []result, idle phase, workers int, lists
 		p(".\n\n")
 	}
 	p("### No change for 60 seconds (the scenarios above in place)\n\n")
-	p("| phase | time | spec writes | after | requests | writes | reconciles | provider calls | CPU | peak RSS |\n")
-	p("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
+	header(p)
 	row(p, idle)
 	p("\nRequests by verb and resource: %s. Target for writes: 0.\n\n", byKey(idle.Requests))
 	p("### Where the time goes\n\n")
@@ -107,9 +113,16 @@ func writeMarkdown(w io.Writer, results []result, idle phase, workers int, lists
 	p("Rerun: `make bench-scale` (`-args -concurrent N` for other worker counts).\n")
 }
 
+// header starts a table of phases.
+func header(p func(string, ...any)) {
+	p("| phase | time | spec writes | after | requests | writes | reconciles | provider calls | CPU | API server | etcd | peak RSS |\n")
+	p("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|\n")
+}
+
+// row is one phase in a table that header started.
 func row(p func(string, ...any), ph phase) {
-	p("| %s | %s | %s | %s | %d | %s | %d | %d | %s | %d MiB |\n", ph.Name, round(ph.Took), round(ph.SpecWrites), round(ph.Took-ph.SpecWrites), total(ph.Requests),
-		byKey(ph.Writes), ph.Reconciles, ph.ProviderCalls, round(ph.CPU), ph.PeakRSSKiB/1024)
+	p("| %s | %s | %s | %s | %d | %s | %d | %d | %s | %s | %s | %d MiB |\n", ph.Name, round(ph.Took), round(ph.SpecWrites), round(ph.Took-ph.SpecWrites), total(ph.Requests),
+		byKey(ph.Writes), ph.Reconciles, ph.ProviderCalls, round(ph.CPU), round(ph.ServerCPU.apiserver), round(ph.ServerCPU.etcd), ph.PeakRSSKiB/1024)
 }
 
 // byKey lists counts as "key n, ...", sorted by key; "0" when empty.

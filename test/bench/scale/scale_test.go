@@ -6,7 +6,11 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"strings"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -39,6 +43,10 @@ var only = flag.String("only", "", "run only this scenario (a or b)")
 
 // workers is the controller's --concurrent in the benchmark.
 var workers = flag.Int("concurrent", controllers.DefaultConcurrency, "the controller's workers")
+
+// serverProfile, if set, is where a CPU profile of the API server is
+// written, taken while the controller converges scenario b from stored specs.
+var serverProfile = flag.String("serverprofile", "", "write a CPU profile of the API server during (b) from stored specs to this file")
 
 // steady is how long nothing changes in the last phase.
 const steady = 60 * time.Second
@@ -97,6 +105,28 @@ func TestScaleReport(t *testing.T) {
 		changed := sc.backends(bareNS, true)
 		r.bareChange = runBare(t, &bareRequests, func() (int, error) { return updateAll(ctx, bare, ps, want(initial), want(changed)) })
 
+		// The same fleet, stored while no controller runs: the controller
+		// starting on it has only its own writes to make, as the bare client.
+		stored := sc.backends(namespace(t, "stored-"+sc.Name), false)
+		var s sample
+		framework.RestartControllerAfter(t, func() {
+			if err := inParallel(ctx, stored, func(ctx context.Context, xb *v1alpha1.ExternalBackend) error {
+				return env.Client.Create(ctx, xb)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			s = take(t, &controllerRequests, &providerCalls)
+			// The new controller's metrics start from zero.
+			s.writes, s.reconciles = map[string]float64{}, 0
+		})
+		if *serverProfile != "" && sc.Name == "b" {
+			go profileServer(t, *serverProfile, 20*time.Second)
+		}
+		if err := waitConverged(ctx, t, watcher, stored[0].Namespace, want(stored), convergeTimeout); err != nil {
+			t.Fatal(err)
+		}
+		r.phases = append(r.phases, between(t, "from stored specs", s, take(t, &controllerRequests, &providerCalls)))
+
 		ns := namespace(t, "ours-"+sc.Name)
 		a := take(t, &controllerRequests, &providerCalls)
 		if err := inParallel(ctx, initial, func(ctx context.Context, xb *v1alpha1.ExternalBackend) error {
@@ -109,8 +139,9 @@ func TestScaleReport(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := take(t, &controllerRequests, &providerCalls)
-		r.phases = append(r.phases, between(t, "from empty", a, b))
-		r.phases[0].SpecWrites = specWrites
+		fromEmpty := between(t, "from empty", a, b)
+		fromEmpty.SpecWrites = specWrites
+		r.phases = append(r.phases, fromEmpty)
 
 		changed = sc.backends(ns, true)
 		b.at = time.Now()
@@ -138,8 +169,9 @@ func TestScaleReport(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := take(t, &controllerRequests, &providerCalls)
-		r.phases = append(r.phases, between(t, "10% change", b, c))
-		r.phases[1].SpecWrites = specWrites
+		change := between(t, "10% change", b, c)
+		change.SpecWrites = specWrites
+		r.phases = append(r.phases, change)
 		results = append(results, r)
 		t.Logf("scenario %s: bare %+v, %+v; ours %+v", sc.Name, r.bareEmpty, r.bareChange, r.phases)
 	}
@@ -204,12 +236,12 @@ func inParallel(ctx context.Context, xbs []*v1alpha1.ExternalBackend, write func
 // how many objects it wrote.
 func runBare(t *testing.T, requests *counter, step func() (int, error)) bareRun {
 	t.Helper()
-	before, start := requests.snapshot(), time.Now()
+	before, server, start := requests.snapshot(), serverCPU(t), time.Now()
 	writes, err := step()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := bareRun{took: time.Since(start), writes: writes}
+	r := bareRun{took: time.Since(start), writes: writes, serverCPU: serverCPU(t).minus(server)}
 	for k, v := range requests.snapshot() {
 		r.requests += v - before[k]
 	}
@@ -242,5 +274,32 @@ func addServiceCIDR(t *testing.T) {
 	}
 	if err := framework.E().Client.Create(context.Background(), cidr); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// profileServer takes a CPU profile of the API server for d (its
+// /debug/pprof, which the administrator may read) and writes it to path.
+func profileServer(t *testing.T, path string, d time.Duration) {
+	cfg := framework.E().Config()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	resp, err := hc.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimRight(cfg.Host, "/"), int(d.Seconds())))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	if err == nil {
+		err = os.WriteFile(path, body, 0o644)
+	}
+	if err != nil {
+		t.Errorf("profiling the API server: %v", err)
 	}
 }
