@@ -24,8 +24,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
@@ -151,6 +153,53 @@ func measureLists(ctx context.Context, t *testing.T, ns string) listLatency {
 		}),
 		samples: samples,
 	}
+}
+
+// patchCost is what one status patch costs for a backend of few endpoints
+// and for one of 10,000: the median time of the patch, and the API
+// server's CPU time per patch.
+type patchCost struct {
+	small, large       time.Duration
+	smallCPU, largeCPU time.Duration
+	samples            int
+}
+
+// measurePatches times status patches, as the controller makes them (a
+// merge patch of one field), of a suspended backend of 5 endpoints and of
+// scenario a's backend of 10,000, in ns. Suspended backends get one status
+// write from the controller and none after, so the test's patches are alone.
+func measurePatches(ctx context.Context, t *testing.T, ns string) patchCost {
+	t.Helper()
+	c := framework.E().Client
+	const samples = 21
+	timed := func(xb *v1alpha1.ExternalBackend) (time.Duration, time.Duration) {
+		xb.Spec.Suspend = true
+		if err := c.Create(ctx, xb); err != nil {
+			t.Fatal(err)
+		}
+		var took []time.Duration
+		before := serverCPU(t)
+		for i := range samples {
+			patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"status":{"slices":%d}}`, i+1))
+			start := time.Now()
+			if err := c.Status().Patch(ctx, xb, patch); err != nil {
+				t.Fatal(err)
+			}
+			took = append(took, time.Since(start))
+		}
+		cpu := serverCPU(t).minus(before).apiserver / samples
+		slices.Sort(took)
+		return took[len(took)/2], cpu
+	}
+	small := backend(ns, "small", []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4})
+	small.Spec.Sources = []v1alpha1.Source{{Name: "fixed", Static: &v1alpha1.StaticSource{Endpoints: []v1alpha1.StaticEndpoint{
+		endpoint("192.0.2.1"), endpoint("192.0.2.2"), endpoint("192.0.2.3"), endpoint("192.0.2.4"), endpoint("192.0.2.5"),
+	}}}}
+	var out patchCost
+	out.small, out.smallCPU = timed(small)
+	out.large, out.largeCPU = timed(scenarios[0].backends(ns, false)[0])
+	out.samples = samples
+	return out
 }
 
 // countingStatic is the static provider, counting its calls.

@@ -104,6 +104,7 @@ func TestScaleReport(t *testing.T) {
 		r.bareEmpty = runBare(t, &bareRequests, func() (int, error) { return createAll(ctx, bare, ps) })
 		changed := sc.backends(bareNS, true)
 		r.bareChange = runBare(t, &bareRequests, func() (int, error) { return updateAll(ctx, bare, ps, want(initial), want(changed)) })
+		clearNamespace(ctx, t, bareNS)
 
 		// The same fleet, stored while no controller runs: the controller
 		// starting on it has only its own writes to make, as the bare client.
@@ -126,6 +127,7 @@ func TestScaleReport(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.phases = append(r.phases, between(t, "from stored specs", s, take(t, &controllerRequests, &providerCalls)))
+		clearNamespace(ctx, t, stored[0].Namespace)
 
 		ns := namespace(t, "ours-"+sc.Name)
 		a := take(t, &controllerRequests, &providerCalls)
@@ -183,7 +185,8 @@ func TestScaleReport(t *testing.T) {
 
 	var md bytes.Buffer
 	lists := measureLists(ctx, t, namespace(t, "list-latency"))
-	writeMarkdown(&md, results, idle, *workers, lists)
+	patches := measurePatches(ctx, t, namespace(t, "patch-cost"))
+	writeMarkdown(&md, results, idle, *workers, lists, patches)
 	if err := docsection.Replace(filepath.Join(*docs, "benchmarks-scale.md"), "converge", md.String()); err != nil {
 		t.Fatal(err)
 	}
@@ -301,5 +304,34 @@ func profileServer(t *testing.T, path string, d time.Duration) {
 	}
 	if err != nil {
 		t.Errorf("profiling the API server: %v", err)
+	}
+}
+
+// clearNamespace deletes the ExternalBackends of ns, then the Services and
+// slices left (no garbage collector runs beside the test's API server), so
+// that every phase that creates Services starts from the same number of
+// allocated ClusterIPs: the API server's allocator lists every allocated
+// address of the range at each allocation, so a Service costs it more the
+// more there are.
+func clearNamespace(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	c := framework.E().Client
+	if err := c.DeleteAllOf(ctx, &v1alpha1.ExternalBackend{}, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var svcs corev1.ServiceList
+	if err := c.List(ctx, &svcs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(specWriters)
+	for i := range svcs.Items {
+		g.Go(func() error { return client.IgnoreNotFound(c.Delete(gctx, &svcs.Items[i])) })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteAllOf(ctx, &discoveryv1.EndpointSlice{}, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
 	}
 }
