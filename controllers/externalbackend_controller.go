@@ -263,7 +263,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []ctrl.Request{{NamespacedName: key}}
 	})
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.ExternalBackend{}, builder.WithPredicates(predicate.Or(
+		Watches(&v1alpha1.ExternalBackend{}, unhandledFirst(), builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Service{}, byBackendLabel, builder.WithPredicates(r.own[kindService].notEchoes())).
 		// The ledger sees every delete, ours included, before the echoes

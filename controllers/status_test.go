@@ -419,20 +419,12 @@ func TestSourceStatuses(t *testing.T) {
 			wantAgo: ptrDur(time.Minute),
 		},
 		{
-			name:    "unchanged just under five minutes: time kept",
-			prev:    &v1alpha1.SourceStatus{Name: "s", Kind: "static", Endpoints: 2, LastSuccessTime: at(5*time.Minute - time.Second)},
+			name:    "unchanged and a day old: time kept, nothing to write",
+			prev:    &v1alpha1.SourceStatus{Name: "s", Kind: "static", Endpoints: 2, LastSuccessTime: at(24 * time.Hour)},
 			spec:    static,
 			result:  desired.SourceResult{Name: "s", Endpoints: two},
 			want:    v1alpha1.SourceStatus{Name: "s", Kind: "static", Endpoints: 2},
-			wantAgo: ptrDur(5*time.Minute - time.Second),
-		},
-		{
-			name:    "unchanged but five minutes old: refreshed",
-			prev:    &v1alpha1.SourceStatus{Name: "s", Kind: "static", Endpoints: 2, LastSuccessTime: at(5 * time.Minute)},
-			spec:    static,
-			result:  desired.SourceResult{Name: "s", Endpoints: two},
-			want:    v1alpha1.SourceStatus{Name: "s", Kind: "static", Endpoints: 2},
-			wantAgo: ptrDur(0),
+			wantAgo: ptrDur(24 * time.Hour),
 		},
 		{
 			name:    "count changed: refreshed",
@@ -537,5 +529,20 @@ func TestSummarizeRecreatingLeavesConditions(t *testing.T) {
 	v := summarize(outcome{syncErr: fmt.Errorf("wrapped: %w", errRecreating)})
 	if len(v.conditions) != 0 || v.removeStalled || v.final || v.retry != nil || v.recheck != 0 {
 		t.Errorf("verdict %+v, want no conditions, not final, no retry, no fixed recheck", v)
+	}
+}
+
+// TestRefreshSuccessTimes: a status written anyway carries the time of
+// this pass for the sources that answered, not for those that failed.
+func TestRefreshSuccessTimes(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	old := metav1.NewTime(now.Add(-time.Hour))
+	statuses := []v1alpha1.SourceStatus{{Name: "ok", LastSuccessTime: &old}, {Name: "down", LastSuccessTime: &old, Stale: true}}
+	refreshSuccessTimes(statuses, []desired.SourceResult{{Name: "ok"}, {Name: "down", Err: errors.New("boom")}}, now)
+	if !statuses[0].LastSuccessTime.Time.Equal(now) {
+		t.Errorf("answered source: lastSuccessTime %v, want %v", statuses[0].LastSuccessTime, now)
+	}
+	if !statuses[1].LastSuccessTime.Equal(&old) {
+		t.Errorf("failed source: lastSuccessTime %v, want it kept at %v", statuses[1].LastSuccessTime, old)
 	}
 }

@@ -549,8 +549,11 @@ type SourceStatus struct {
 	Kind string `json:"kind"`
 	// endpoints the source returned on its last success.
 	Endpoints int32 `json:"endpoints,omitempty"`
-	// lastSuccessTime is when the source last answered (refreshed at least
-	// every five minutes while nothing else about the source changes).
+	// lastSuccessTime is when the source last answered, as of the last
+	// status write: it is refreshed whenever status is written for another
+	// reason, and when the source's answer changes, but never on its own
+	// (a timestamp refreshed for its own sake would write the status of
+	// every backend at every resync or restart).
 	// +optional
 	LastSuccessTime *metav1.Time `json:"lastSuccessTime,omitempty"`
 	// stale is true when the last attempt failed and the endpoints last known
