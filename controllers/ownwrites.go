@@ -15,12 +15,13 @@ type writeTracker interface {
 }
 
 // ownWrites remembers what our last write of each object of kind T said
-// (or that it deleted the object), so that the watch event the write causes
-// brings no reconcile of its own: the reconcile that wrote has already seen
-// the result. The write is recorded before it is sent, because its event
-// may arrive before the call returns, and events are compared by content:
-// an event showing what we wrote is ours (or changes nothing), any other is
-// a change someone else made and brings a reconcile that reverts it.
+// (or that it deleted the object) until its watch event comes, so that the
+// event the write causes brings no reconcile of its own: the reconcile that
+// wrote has already seen the result. The write is recorded before it is
+// sent, because its event may arrive before the call returns, and events
+// are compared by content: an event showing what we wrote is ours (or
+// changes nothing), any other is a change someone else made and brings a
+// reconcile that reverts it.
 type ownWrites[T client.Object] struct {
 	// same tells whether an object as the watch shows it says what we wrote.
 	same func(seen, wrote T) bool
@@ -62,7 +63,16 @@ func (w *ownWrites[T]) echo(o client.Object, deleted bool) bool {
 	}
 	last, ok := w.last.get(key)
 	seen, isT := o.(T)
-	return ok && isT && !last.deleted && w.same(seen, last.obj)
+	if !ok || !isT || last.deleted || !w.same(seen, last.obj) {
+		return false
+	}
+	// The write's own event has come: a later event is someone else's
+	// change, or a resync of what is there, and may bring a reconcile
+	// (which then finds nothing to write). Keeping the copy would hold a
+	// second copy of every object we wrote (a write made meanwhile loses
+	// its entry too, which costs it the same one reconcile, no more).
+	w.last.forget(key)
+	return true
 }
 
 func (w *ownWrites[T]) notEchoes() predicate.Predicate {

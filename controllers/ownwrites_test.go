@@ -47,6 +47,7 @@ func TestOwnWritesDropsOnlyEchoes(t *testing.T) {
 		{"another object", []step{{write: a1, event: "update", obj: slice("b", true, "192.0.2.1"), pass: true}}},
 		{"our delete", []step{{write: a1, deleting: true, event: "delete", obj: a1}}},
 		{"someone else deletes what we wrote", []step{{write: a1, event: "delete", obj: a1, pass: true}}},
+		{"the echo ends the entry: a resync of it passes", []step{{write: a12, event: "update", obj: a12}, {event: "update", obj: a12, pass: true}}},
 		{"a delete ends the entry", []step{{write: a1, deleting: true, event: "delete", obj: a1}, {event: "delete", obj: a1, pass: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
