@@ -26,35 +26,25 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/test/bench/benchspec"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
-// fleetBackend is backend j of the fleet: dual-stack, 5 static endpoints
-// (3 IPv4, 2 IPv6), as scenario (b) of the scale benchmark.
+// fleetBackend is backend j of the fleet, as the scale benchmark's.
 func fleetBackend(ns string, j int) *v1alpha1.ExternalBackend {
-	xb := backend(ns, fmt.Sprintf("b%05d", j), []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4, v1alpha1.AddressTypeIPv6})
-	var eps []v1alpha1.StaticEndpoint
-	for m := range 3 {
-		k := j*3 + m
-		eps = append(eps, endpoint(fmt.Sprintf("10.2.%d.%d", k/250, k%250+1)))
-	}
-	for m := range 2 {
-		eps = append(eps, endpoint(fmt.Sprintf("2001:db8::%x:%x", j, m+1)))
-	}
-	xb.Spec.Sources = []v1alpha1.Source{{Name: "fixed", Static: &v1alpha1.StaticSource{Endpoints: eps}}}
-	return xb
+	return benchspec.Small(ns, "b", j)
 }
 
 // bigBackend is backend k of the endpoint phase: n IPv4 endpoints in
 // static sources of at most 1,000 (the CRD's cap), 100 to a slice, as
 // scenario (a) of the scale benchmark. Each k has its own /16.
 func bigBackend(ns string, k, n int) *v1alpha1.ExternalBackend {
-	xb := backend(ns, fmt.Sprintf("big%d", k), []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4})
+	xb := benchspec.Backend(ns, fmt.Sprintf("big%d", k), []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4})
 	xb.Spec.MaxEndpointsPerSlice = ptr.To[int32](100)
 	for i := 0; i < n; i += 1000 {
 		var eps []v1alpha1.StaticEndpoint
 		for a := i; a < min(n, i+1000); a++ {
-			eps = append(eps, endpoint(fmt.Sprintf("10.%d.%d.%d", 20+k, a/250, a%250+1)))
+			eps = append(eps, benchspec.Endpoint(fmt.Sprintf("10.%d.%d.%d", 20+k, a/250, a%250+1)))
 		}
 		xb.Spec.Sources = append(xb.Spec.Sources, v1alpha1.Source{
 			Name: fmt.Sprintf("s%d", i/1000), Static: &v1alpha1.StaticSource{Endpoints: eps},
@@ -84,27 +74,6 @@ func applied(xb *v1alpha1.ExternalBackend) (*v1alpha1.ExternalBackend, error) {
 	}
 	xb.Annotations = map[string]string{lastApplied: string(manifest)}
 	return xb, nil
-}
-
-// backend is an ExternalBackend of one ClusterIP port whose vanished
-// endpoints go at once.
-func backend(ns, name string, families []v1alpha1.AddressType) *v1alpha1.ExternalBackend {
-	return &v1alpha1.ExternalBackend{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ExternalBackendSpec{
-			Service: v1alpha1.ServiceSpec{
-				Type:  v1alpha1.ServiceTypeClusterIP,
-				Ports: []v1alpha1.ServicePort{{Name: "pg", Port: 5432, Protocol: "TCP"}},
-			},
-			AddressTypes: families,
-			DrainPeriod:  &metav1.Duration{},
-		},
-	}
-}
-
-// endpoint is a healthy static endpoint.
-func endpoint(addr string) v1alpha1.StaticEndpoint {
-	return v1alpha1.StaticEndpoint{Address: addr, Health: v1alpha1.HealthHealthy}
 }
 
 // specWriters is how many creates the test has in flight, as a GitOps tool

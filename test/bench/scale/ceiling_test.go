@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/test/bench/benchspec"
 	"github.com/backendslice/backendslice/test/docsection"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
@@ -150,25 +151,15 @@ func parseSizes(s string) ([]int, error) {
 	return out, nil
 }
 
-// fleetBackends are backends from..to-1 of the fleet, as scenario b's but
-// with addresses that stay valid up to 60,000 backends.
+// fleetBackends are backends from..to-1 of the fleet.
 func fleetBackends(ns string, from, to int) []*v1alpha1.ExternalBackend {
 	out := make([]*v1alpha1.ExternalBackend, 0, to-from)
 	for j := from; j < to; j++ {
-		xb := backend(ns, fmt.Sprintf("c%05d", j), []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4, v1alpha1.AddressTypeIPv6})
+		xb := benchspec.Small(ns, "c", j)
 		// Headless: the API server's ClusterIP allocator lists every
 		// allocated address at each allocation, so with ClusterIPs the
 		// growth would measure it more than the controller.
 		xb.Spec.Service.Type = v1alpha1.ServiceTypeHeadless
-		var eps []v1alpha1.StaticEndpoint
-		for m := range 3 {
-			k := j*3 + m
-			eps = append(eps, endpoint(fmt.Sprintf("10.%d.%d.%d", 16+k/62500, k/250%250, k%250+1)))
-		}
-		for m := range 2 {
-			eps = append(eps, endpoint(fmt.Sprintf("2001:db8::%x:%x", j, m+1)))
-		}
-		xb.Spec.Sources = []v1alpha1.Source{{Name: "fixed", Static: &v1alpha1.StaticSource{Endpoints: eps}}}
 		out = append(out, xb)
 	}
 	return out
@@ -211,16 +202,7 @@ func newChangeWatch(ctx context.Context, t *testing.T) *changeWatch {
 	if _, err := c.GetInformer(ctx, &v1alpha1.ExternalBackend{}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	go func() {
-		if err := c.Start(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
-	if !c.WaitForCacheSync(ctx) {
-		t.Fatal("the test's cache did not sync")
-	}
+	startCache(ctx, t, c)
 	return w
 }
 

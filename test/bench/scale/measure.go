@@ -30,6 +30,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
+	"github.com/backendslice/backendslice/test/bench/benchspec"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -191,9 +192,9 @@ func measurePatches(ctx context.Context, t *testing.T, ns string) patchCost {
 		slices.Sort(took)
 		return took[len(took)/2], cpu
 	}
-	small := backend(ns, "small", []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4})
+	small := benchspec.Backend(ns, "small", []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4})
 	small.Spec.Sources = []v1alpha1.Source{{Name: "fixed", Static: &v1alpha1.StaticSource{Endpoints: []v1alpha1.StaticEndpoint{
-		endpoint("192.0.2.1"), endpoint("192.0.2.2"), endpoint("192.0.2.3"), endpoint("192.0.2.4"), endpoint("192.0.2.5"),
+		benchspec.Endpoint("192.0.2.1"), benchspec.Endpoint("192.0.2.2"), benchspec.Endpoint("192.0.2.3"), benchspec.Endpoint("192.0.2.4"), benchspec.Endpoint("192.0.2.5"),
 	}}}}
 	var out patchCost
 	out.small, out.smallCPU = timed(small)

@@ -208,6 +208,14 @@ func watch(ctx context.Context, t *testing.T) client.Reader {
 			t.Fatal(err)
 		}
 	}
+	startCache(ctx, t, c)
+	return c
+}
+
+// startCache runs the test's cache c until the test ends, and waits for
+// it to sync.
+func startCache(ctx context.Context, t *testing.T, c cache.Cache) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	go func() {
@@ -218,7 +226,6 @@ func watch(ctx context.Context, t *testing.T) client.Reader {
 	if !c.WaitForCacheSync(ctx) {
 		t.Fatal("the test's cache did not sync")
 	}
-	return c
 }
 
 // specWriters is how many ExternalBackend writes the test has in flight,

@@ -25,6 +25,7 @@ import (
 	"github.com/backendslice/backendslice/controllers/desired"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
+	"github.com/backendslice/backendslice/test/bench/benchspec"
 )
 
 // scenario is a set of ExternalBackends and the 10% change made to them.
@@ -44,7 +45,7 @@ var scenarios = []scenario{
 		Description: "1 ExternalBackend, 10,000 IPv4 endpoints (10 static sources of 1,000), maxEndpointsPerSlice 100",
 		Change:      "the first 100 addresses of each source replaced (1,000 of 10,000)",
 		backends: func(ns string, changed bool) []*v1alpha1.ExternalBackend {
-			xb := backend(ns, "big", []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4})
+			xb := benchspec.Backend(ns, "big", []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4})
 			xb.Spec.MaxEndpointsPerSlice = ptr.To[int32](100)
 			for s := range 10 {
 				var eps []v1alpha1.StaticEndpoint
@@ -53,7 +54,7 @@ var scenarios = []scenario{
 					if changed && i%1000 < 100 {
 						net = 1
 					}
-					eps = append(eps, endpoint(fmt.Sprintf("10.%d.%d.%d", net, i/250, i%250+1)))
+					eps = append(eps, benchspec.Endpoint(fmt.Sprintf("10.%d.%d.%d", net, i/250, i%250+1)))
 				}
 				xb.Spec.Sources = append(xb.Spec.Sources, v1alpha1.Source{
 					Name: fmt.Sprintf("s%d", s), Static: &v1alpha1.StaticSource{Endpoints: eps},
@@ -69,7 +70,7 @@ var scenarios = []scenario{
 		backends: func(ns string, changed bool) []*v1alpha1.ExternalBackend {
 			out := make([]*v1alpha1.ExternalBackend, 2000)
 			for j := range out {
-				xb := backend(ns, fmt.Sprintf("b%04d", j), []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4, v1alpha1.AddressTypeIPv6})
+				xb := benchspec.Backend(ns, fmt.Sprintf("b%04d", j), []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4, v1alpha1.AddressTypeIPv6})
 				var eps []v1alpha1.StaticEndpoint
 				for m := range 3 {
 					k := j*3 + m
@@ -77,10 +78,10 @@ var scenarios = []scenario{
 					if changed && m == 0 && j%2 == 0 {
 						net = 3
 					}
-					eps = append(eps, endpoint(fmt.Sprintf("10.%d.%d.%d", net, k/250, k%250+1)))
+					eps = append(eps, benchspec.Endpoint(fmt.Sprintf("10.%d.%d.%d", net, k/250, k%250+1)))
 				}
 				for m := range 2 {
-					eps = append(eps, endpoint(fmt.Sprintf("2001:db8::%x:%x", j, m+1)))
+					eps = append(eps, benchspec.Endpoint(fmt.Sprintf("2001:db8::%x:%x", j, m+1)))
 				}
 				xb.Spec.Sources = []v1alpha1.Source{{Name: "fixed", Static: &v1alpha1.StaticSource{Endpoints: eps}}}
 				out[j] = xb
@@ -88,27 +89,6 @@ var scenarios = []scenario{
 			return out
 		},
 	},
-}
-
-// backend is an ExternalBackend with every defaulted field set, so that
-// controllers.Render, which runs without the API server's defaulting, sees
-// what the controller sees. Vanished endpoints are removed at once.
-func backend(ns, name string, families []v1alpha1.AddressType) *v1alpha1.ExternalBackend {
-	return &v1alpha1.ExternalBackend{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ExternalBackendSpec{
-			Service: v1alpha1.ServiceSpec{
-				Type:  v1alpha1.ServiceTypeClusterIP,
-				Ports: []v1alpha1.ServicePort{{Name: "pg", Port: 5432, Protocol: "TCP"}},
-			},
-			AddressTypes: families,
-			DrainPeriod:  &metav1.Duration{},
-		},
-	}
-}
-
-func endpoint(addr string) v1alpha1.StaticEndpoint {
-	return v1alpha1.StaticEndpoint{Address: addr, Health: v1alpha1.HealthHealthy}
 }
 
 // want maps each Service name to the addresses its slices must publish, in
