@@ -270,7 +270,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// of our own writes are dropped.
 		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.WithPredicates(r.ledger.watchDeletes(), r.own[kindEndpointSlice].notEchoes())).
 		Named("externalbackend").
-		WithOptions(controller.Options{RateLimiter: retryLimiter[ctrl.Request](), MaxConcurrentReconciles: r.workers})
+		WithOptions(controller.Options{RateLimiter: retryLimiter[ctrl.Request](), MaxConcurrentReconciles: r.workers,
+			LogConstructor: backendLogger(mgr.GetLogger())})
 	// Admission reads providers, namespaces and Secrets: a change to any
 	// of them can admit, refuse or reconnect a backend's sources.
 	b = b.Watches(&v1alpha1.BackendProvider{}, handler.EnqueueRequestsFromMapFunc(r.backendsUsing)).

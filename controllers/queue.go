@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,4 +51,18 @@ func unhandledFirst() handler.EventHandler {
 func handled(o client.Object) bool {
 	xb, ok := o.(*v1alpha1.ExternalBackend)
 	return ok && xb.Status.ObservedGeneration == xb.Generation
+}
+
+// backendLogger gives each reconcile's log the keys controller-runtime's
+// builder gives a controller built with For(&ExternalBackend{}), which
+// takes no handler of its own: the backend is watched with unhandledFirst.
+func backendLogger(base logr.Logger) func(*ctrl.Request) logr.Logger {
+	log := base.WithValues("controller", "externalbackend",
+		"controllerGroup", v1alpha1.GroupVersion.Group, "controllerKind", "ExternalBackend")
+	return func(req *ctrl.Request) logr.Logger {
+		if req == nil {
+			return log
+		}
+		return log.WithValues("ExternalBackend", klog.KRef(req.Namespace, req.Name), "namespace", req.Namespace, "name", req.Name)
+	}
 }

@@ -2,9 +2,12 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -39,5 +42,19 @@ func TestUnhandledFirst(t *testing.T) {
 	}
 	if order[2] == "d" || order[3] == "d" {
 		t.Errorf("order %v: a backend created after the initial list went behind it", order)
+	}
+}
+
+// TestBackendLogger: a reconcile's log names the backend under the keys
+// controller-runtime's builder uses, so that logs read as before the
+// backend got a handler of its own.
+func TestBackendLogger(t *testing.T) {
+	var line string
+	base := funcr.New(func(_, args string) { line = args }, funcr.Options{})
+	backendLogger(base)(&ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "db"}}).Info("reconciled")
+	for _, want := range []string{`"controller"="externalbackend"`, `"controllerKind"="ExternalBackend"`, `"ExternalBackend"={"name"="db" "namespace"="ns"}`, `"name"="db"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log %s: no %s", line, want)
+		}
 	}
 }
