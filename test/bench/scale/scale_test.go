@@ -20,6 +20,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/wait"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -104,7 +105,7 @@ func TestScaleReport(t *testing.T) {
 		r.bareEmpty = runBare(t, &bareRequests, func() (int, error) { return createAll(ctx, bare, ps) })
 		changed := sc.backends(bareNS, true)
 		r.bareChange = runBare(t, &bareRequests, func() (int, error) { return updateAll(ctx, bare, ps, want(initial), want(changed)) })
-		clearNamespace(ctx, t, bareNS)
+		clearNamespace(ctx, t, watcher, bareNS)
 
 		// The same fleet, stored while no controller runs: the controller
 		// starting on it has only its own writes to make, as the bare client.
@@ -127,7 +128,7 @@ func TestScaleReport(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.phases = append(r.phases, between(t, "from stored specs", s, take(t, &controllerRequests, &providerCalls)))
-		clearNamespace(ctx, t, stored[0].Namespace)
+		clearNamespace(ctx, t, watcher, stored[0].Namespace)
 
 		ns := namespace(t, "ours-"+sc.Name)
 		a := take(t, &controllerRequests, &providerCalls)
@@ -320,12 +321,24 @@ func profileServer(t *testing.T, path string, d time.Duration) {
 // allocated ClusterIPs: the API server's allocator lists every allocated
 // address of the range at each allocation, so a Service costs it more the
 // more there are.
-func clearNamespace(ctx context.Context, t *testing.T, ns string) {
+func clearNamespace(ctx context.Context, t *testing.T, watcher client.Reader, ns string) {
 	t.Helper()
 	c := framework.E().Client
 	if err := c.DeleteAllOf(ctx, &v1alpha1.ExternalBackend{}, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
+	// The Services go once the controller has seen the backends go (the
+	// test's watch stands for its cache, with a margin): else it restores
+	// them, and its writes are counted in the next phase.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var left v1alpha1.ExternalBackendList
+		err := watcher.List(ctx, &left, client.InNamespace(ns))
+		return len(left.Items) == 0, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
 	var svcs corev1.ServiceList
 	if err := c.List(ctx, &svcs, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
