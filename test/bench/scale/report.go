@@ -121,7 +121,7 @@ func writeMarkdown(w io.Writer, results []result, idle phase, workers int, lists
 	p("The spec writes of (a) show what one write of a 10,000-endpoint ExternalBackend costs the API server (decoding and validating ")
 	p("every endpoint with the CRD's CEL rules). A status patch is a write of the whole object too: measured in this run ")
 	p("(median of %d merge patches of one status field), it took %s and %s of the API server's CPU for a backend of 10,000 endpoints, ",
-		patches.samples, patches.large.Round(100*time.Microsecond), patches.largeCPU.Round(100*time.Microsecond))
+		patches.samples, patches.large.Round(10*time.Millisecond), patches.largeCPU.Round(10*time.Millisecond))
 	p("against %s and %s for one of 5 endpoints. ", patches.small.Round(100*time.Microsecond), patches.smallCPU.Round(100*time.Microsecond))
 	p("The controller makes at most one status patch per reconcile, and none when the status is unchanged, so a large backend ")
 	p("pays it once per change (see the requests of (a)); coalescing (`--coalesce-quiet`) folds a burst of source changes into one.\n\n")
