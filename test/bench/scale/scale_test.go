@@ -107,6 +107,26 @@ func TestScaleReport(t *testing.T) {
 		r.bareChange = runBare(t, &bareRequests, func() (int, error) { return updateAll(ctx, bare, ps, want(initial), want(changed)) })
 		clearNamespace(ctx, t, watcher, bareNS)
 
+		// The bare client's writes plus one status patch per backend, as
+		// the controller makes them: the floor of a controller that reports
+		// status. The specs are stored first, untimed, while no controller
+		// runs, and gone again before it starts.
+		statusNS := namespace(t, "bare-status-"+sc.Name)
+		withStatus := sc.backends(statusNS, false)
+		sps, err := plan(ctx, withStatus, statusNS, framework.TestConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		framework.RestartControllerAfter(t, func() {
+			if err := inParallel(ctx, withStatus, func(ctx context.Context, xb *v1alpha1.ExternalBackend) error {
+				return env.Client.Create(ctx, xb)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			r.bareStatus = runBare(t, &bareRequests, func() (int, error) { return createAllWithStatus(ctx, bare, sps, withStatus) })
+			clearNamespace(ctx, t, watcher, statusNS)
+		})
+
 		// The same fleet, stored while no controller runs: the controller
 		// starting on it has only its own writes to make, as the bare client.
 		stored := sc.backends(namespace(t, "stored-"+sc.Name), false)

@@ -232,21 +232,61 @@ func eachBackend(ctx context.Context, ps []planned, step func(context.Context, *
 // owns, one after another.
 func createAll(ctx context.Context, c client.Client, ps []planned) (int, error) {
 	return eachBackend(ctx, ps, func(ctx context.Context, p *planned) (int, error) {
-		svc := p.svc.DeepCopy()
-		if err := c.Create(ctx, svc); err != nil {
-			return 0, fmt.Errorf("creating Service %s: %w", svc.Name, err)
+		return createOne(ctx, c, p)
+	})
+}
+
+// createOne creates one backend's Service, then its slices.
+func createOne(ctx context.Context, c client.Client, p *planned) (int, error) {
+	svc := p.svc.DeepCopy()
+	if err := c.Create(ctx, svc); err != nil {
+		return 0, fmt.Errorf("creating Service %s: %w", svc.Name, err)
+	}
+	for _, s := range p.slices {
+		s := s.DeepCopy()
+		for i := range s.OwnerReferences {
+			s.OwnerReferences[i].UID = svc.UID
 		}
-		for _, s := range p.slices {
-			s := s.DeepCopy()
-			for i := range s.OwnerReferences {
-				s.OwnerReferences[i].UID = svc.UID
-			}
-			if err := c.Create(ctx, s); err != nil {
-				return 0, fmt.Errorf("creating slice of %s: %w", svc.Name, err)
-			}
-			p.created = append(p.created, s)
+		if err := c.Create(ctx, s); err != nil {
+			return 0, fmt.Errorf("creating slice of %s: %w", svc.Name, err)
 		}
-		return 1 + len(p.slices), nil
+		p.created = append(p.created, s)
+	}
+	return 1 + len(p.slices), nil
+}
+
+// createAllWithStatus makes createAll's writes, then patches the status
+// of each backend of xbs (ps[i] is xbs[i]'s) as the controller's one patch
+// of a new backend would: Ready for its generation, with its counts.
+func createAllWithStatus(ctx context.Context, c client.Client, ps []planned, xbs []*v1alpha1.ExternalBackend) (int, error) {
+	index := make(map[*planned]int, len(ps))
+	for i := range ps {
+		index[&ps[i]] = i
+	}
+	return eachBackend(ctx, ps, func(ctx context.Context, p *planned) (int, error) {
+		n, err := createOne(ctx, c, p)
+		if err != nil {
+			return n, err
+		}
+		xb := xbs[index[p]]
+		before := xb.DeepCopy()
+		endpoints := int32(len(want([]*v1alpha1.ExternalBackend{xb})[xb.Name]))
+		now := metav1.Now()
+		xb.Status = v1alpha1.ExternalBackendStatus{
+			ObservedGeneration: xb.Generation,
+			ServiceName:        p.svc.Name,
+			Slices:             int32(len(p.slices)),
+			Endpoints:          v1alpha1.EndpointCounts{Total: endpoints, Ready: endpoints, Serving: endpoints},
+			Conditions: []metav1.Condition{{
+				Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReady,
+				ObservedGeneration: xb.Generation, LastTransitionTime: now,
+			}},
+			Sources: []v1alpha1.SourceStatus{{Name: "fixed", Kind: "static", Endpoints: endpoints, LastSuccessTime: &now}},
+		}
+		if err := c.Status().Patch(ctx, xb, client.MergeFrom(before)); err != nil {
+			return n, fmt.Errorf("patching the status of %s: %w", xb.Name, err)
+		}
+		return n, nil
 	})
 }
 
