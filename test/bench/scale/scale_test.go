@@ -124,6 +124,25 @@ func TestScaleReport(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.bareStatus = runBare(t, &bareRequests, func() (int, error) { return createAllWithStatus(ctx, bare, sps, withStatus) })
+			// The user's edit, untimed, so that each status patch of the
+			// change is for a new generation.
+			from, edited := want(withStatus), sc.backends(statusNS, true)
+			var touched []int
+			for i := range withStatus {
+				if specChanged(withStatus[i], edited[i]) {
+					touched = append(touched, i)
+				}
+			}
+			if _, err := eachBackend(ctx, len(touched), func(ctx context.Context, k int) (int, error) {
+				xb := withStatus[touched[k]]
+				xb.Spec = edited[touched[k]].Spec
+				return 0, env.Client.Update(ctx, xb)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			r.bareStatusChange = runBare(t, &bareRequests, func() (int, error) {
+				return updateAllWithStatus(ctx, bare, sps, withStatus, from, want(edited))
+			})
 			clearNamespace(ctx, t, watcher, statusNS)
 		})
 

@@ -210,17 +210,17 @@ func plan(ctx context.Context, xbs []*v1alpha1.ExternalBackend, ns string, cfg c
 	return out, nil
 }
 
-// eachBackend runs step for every backend, as many at once as the
+// eachBackend runs step for backends 0..n-1, as many at once as the
 // controller has workers (-concurrent), and sums the objects the steps
 // wrote.
-func eachBackend(ctx context.Context, ps []planned, step func(context.Context, *planned) (int, error)) (int, error) {
+func eachBackend(ctx context.Context, n int, step func(ctx context.Context, i int) (int, error)) (int, error) {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(*workers)
 	var writes atomic.Int64
-	for i := range ps {
+	for i := range n {
 		g.Go(func() error {
-			n, err := step(ctx, &ps[i])
-			writes.Add(int64(n))
+			wrote, err := step(ctx, i)
+			writes.Add(int64(wrote))
 			return err
 		})
 	}
@@ -231,8 +231,8 @@ func eachBackend(ctx context.Context, ps []planned, step func(context.Context, *
 // createAll issues the minimal creates: each Service, then the slices it
 // owns, one after another.
 func createAll(ctx context.Context, c client.Client, ps []planned) (int, error) {
-	return eachBackend(ctx, ps, func(ctx context.Context, p *planned) (int, error) {
-		return createOne(ctx, c, p)
+	return eachBackend(ctx, len(ps), func(ctx context.Context, i int) (int, error) {
+		return createOne(ctx, c, &ps[i])
 	})
 }
 
@@ -256,38 +256,39 @@ func createOne(ctx context.Context, c client.Client, p *planned) (int, error) {
 }
 
 // createAllWithStatus makes createAll's writes, then patches the status
-// of each backend of xbs (ps[i] is xbs[i]'s) as the controller's one patch
-// of a new backend would: Ready for its generation, with its counts.
+// of each backend of xbs (ps[i] is xbs[i]'s), as the controller's one
+// patch of a new backend would.
 func createAllWithStatus(ctx context.Context, c client.Client, ps []planned, xbs []*v1alpha1.ExternalBackend) (int, error) {
-	index := make(map[*planned]int, len(ps))
-	for i := range ps {
-		index[&ps[i]] = i
-	}
-	return eachBackend(ctx, ps, func(ctx context.Context, p *planned) (int, error) {
-		n, err := createOne(ctx, c, p)
+	return eachBackend(ctx, len(ps), func(ctx context.Context, i int) (int, error) {
+		n, err := createOne(ctx, c, &ps[i])
 		if err != nil {
 			return n, err
 		}
-		xb := xbs[index[p]]
-		before := xb.DeepCopy()
-		endpoints := int32(len(want([]*v1alpha1.ExternalBackend{xb})[xb.Name]))
-		now := metav1.Now()
-		xb.Status = v1alpha1.ExternalBackendStatus{
-			ObservedGeneration: xb.Generation,
-			ServiceName:        p.svc.Name,
-			Slices:             int32(len(p.slices)),
-			Endpoints:          v1alpha1.EndpointCounts{Total: endpoints, Ready: endpoints, Serving: endpoints},
-			Conditions: []metav1.Condition{{
-				Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReady,
-				ObservedGeneration: xb.Generation, LastTransitionTime: now,
-			}},
-			Sources: []v1alpha1.SourceStatus{{Name: "fixed", Kind: "static", Endpoints: endpoints, LastSuccessTime: &now}},
-		}
-		if err := c.Status().Patch(ctx, xb, client.MergeFrom(before)); err != nil {
-			return n, fmt.Errorf("patching the status of %s: %w", xb.Name, err)
-		}
-		return n, nil
+		return n, patchReady(ctx, c, xbs[i], &ps[i])
 	})
+}
+
+// patchReady patches xb's status as the controller does once p is
+// published: Ready for its generation, with its counts.
+func patchReady(ctx context.Context, c client.Client, xb *v1alpha1.ExternalBackend, p *planned) error {
+	before := xb.DeepCopy()
+	endpoints := int32(len(want([]*v1alpha1.ExternalBackend{xb})[xb.Name]))
+	now := metav1.Now()
+	xb.Status = v1alpha1.ExternalBackendStatus{
+		ObservedGeneration: xb.Generation,
+		ServiceName:        p.svc.Name,
+		Slices:             int32(len(p.slices)),
+		Endpoints:          v1alpha1.EndpointCounts{Total: endpoints, Ready: endpoints, Serving: endpoints},
+		Conditions: []metav1.Condition{{
+			Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReady,
+			ObservedGeneration: xb.Generation, LastTransitionTime: now,
+		}},
+		Sources: []v1alpha1.SourceStatus{{Name: "fixed", Kind: "static", Endpoints: endpoints, LastSuccessTime: &now}},
+	}
+	if err := c.Status().Patch(ctx, xb, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patching the status of %s: %w", xb.Name, err)
+	}
+	return nil
 }
 
 // updateAll issues the minimal updates for a change from the addresses of
@@ -295,26 +296,44 @@ func createAllWithStatus(ctx context.Context, c client.Client, ps []planned, xbs
 // swapped in place for an added one of its family, so that only the slices
 // that held a removed address are written.
 func updateAll(ctx context.Context, c client.Client, ps []planned, before, after map[string][]string) (int, error) {
-	return eachBackend(ctx, ps, func(ctx context.Context, p *planned) (int, error) {
-		swap := swaps(before[p.svc.Name], after[p.svc.Name])
-		n := 0
-		for _, s := range p.created {
-			changed := false
-			for i := range s.Endpoints {
-				if to, ok := swap[s.Endpoints[i].Addresses[0]]; ok {
-					s.Endpoints[i].Addresses[0], changed = to, true
-				}
-			}
-			if !changed {
-				continue
-			}
-			if err := c.Update(ctx, s); err != nil {
-				return n, fmt.Errorf("updating slice %s: %w", s.Name, err)
-			}
-			n++
-		}
-		return n, nil
+	return eachBackend(ctx, len(ps), func(ctx context.Context, i int) (int, error) {
+		return updateOne(ctx, c, &ps[i], before, after)
 	})
+}
+
+// updateAllWithStatus makes updateAll's writes, then patches the status of
+// each backend whose slices changed (xbs[i], at its new generation, is
+// ps[i]'s), as the controller's one patch of a change would.
+func updateAllWithStatus(ctx context.Context, c client.Client, ps []planned, xbs []*v1alpha1.ExternalBackend, before, after map[string][]string) (int, error) {
+	return eachBackend(ctx, len(ps), func(ctx context.Context, i int) (int, error) {
+		n, err := updateOne(ctx, c, &ps[i], before, after)
+		if err != nil || n == 0 {
+			return n, err
+		}
+		return n, patchReady(ctx, c, xbs[i], &ps[i])
+	})
+}
+
+// updateOne swaps one backend's replaced addresses in place.
+func updateOne(ctx context.Context, c client.Client, p *planned, before, after map[string][]string) (int, error) {
+	swap := swaps(before[p.svc.Name], after[p.svc.Name])
+	n := 0
+	for _, s := range p.created {
+		changed := false
+		for i := range s.Endpoints {
+			if to, ok := swap[s.Endpoints[i].Addresses[0]]; ok {
+				s.Endpoints[i].Addresses[0], changed = to, true
+			}
+		}
+		if !changed {
+			continue
+		}
+		if err := c.Update(ctx, s); err != nil {
+			return n, fmt.Errorf("updating slice %s: %w", s.Name, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 // onlyIn lists the addresses of a that b lacks, by family (true for IPv4),
