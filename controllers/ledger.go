@@ -153,9 +153,3 @@ func (l *sliceLedger) watchDeletes() predicate.Predicate {
 		return true
 	}}
 }
-
-// backendKey is the backend a Service or slice of ours belongs to, by its label.
-func backendKey(o client.Object) (types.NamespacedName, bool) {
-	name, ok := o.GetLabels()[BackendLabel]
-	return types.NamespacedName{Namespace: o.GetNamespace(), Name: name}, ok
-}

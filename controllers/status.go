@@ -95,12 +95,9 @@ func (r *Reconciler) finish(ctx context.Context, before, xb *v1alpha1.ExternalBa
 	}
 	log.FromContext(ctx).V(1).Info("reconciled", "endpoints", xb.Status.Endpoints.Total,
 		"ready", xb.Status.Endpoints.Ready, "slices", xb.Status.Slices, "requeueAfter", rep.requeueAfter)
-	if !equality.Semantic.DeepEqual(before.Status, xb.Status) {
-		refreshSuccessTimes(xb.Status.Sources, rep.results, r.Clock.Now())
-	}
 	r.announce(before, xb)
 	r.Metrics.endpoints(xb)
-	if err := r.patchStatus(ctx, before, xb); err != nil {
+	if err := r.patchStatus(ctx, before, xb, rep.results); err != nil {
 		return 0, errors.Join(out.retry, fmt.Errorf("patching status: %w", err))
 	}
 	return earliest(rep.requeueAfter, out.recheck), out.retry
@@ -108,12 +105,14 @@ func (r *Reconciler) finish(ctx context.Context, before, xb *v1alpha1.ExternalBa
 
 // patchStatus sends the status change, if there is one: a reconcile that
 // changed nothing, such as the one our own slice writes trigger, costs the
-// API server no request. It has a deadline of its own, so that a pass that
-// ran out of time still reports why.
-func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.ExternalBackend) error {
+// API server no request. A status written anyway carries the sources'
+// success times of this pass (results). It has a deadline of its own, so
+// that a pass that ran out of time still reports why.
+func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.ExternalBackend, results []desired.SourceResult) error {
 	if equality.Semantic.DeepEqual(before.Status, after.Status) {
 		return nil
 	}
+	refreshSuccessTimes(after.Status.Sources, results, r.Clock.Now())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
 	defer cancel()
 	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {

@@ -45,15 +45,3 @@ func trimManagedFields(o any) (any, error) {
 // back: a nil list leaves the API server's own, where the trimmed copy of
 // the cache would replace them.
 func withoutManagedFields(o metav1.Object) { o.SetManagedFields(nil) }
-
-// BackendIndex indexes our cached Services and slices by the backend they
-// belong to (their BackendLabel).
-const BackendIndex = "backendslice.io/backend"
-
-// backendOf is the BackendIndex value of an object.
-func backendOf(o client.Object) []string {
-	if v, ok := o.GetLabels()[BackendLabel]; ok {
-		return []string{v}
-	}
-	return nil
-}

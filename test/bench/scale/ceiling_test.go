@@ -343,15 +343,6 @@ func liveHeapMiB() float64 {
 	return float64(m.HeapAlloc) / (1 << 20)
 }
 
-// percentile is the p-th percentile of sorted durations (nearest rank).
-func percentile(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := (p*len(sorted)+99)/100 - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
 // writeCeiling writes the ceiling section.
 func writeCeiling(w *bytes.Buffer, steps []step, restart phase, duringRestart time.Duration) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }

@@ -116,6 +116,24 @@ func (c *counter) snapshot() map[string]int {
 	return out
 }
 
+// latencySamples is how many times a request is timed for its median.
+const latencySamples = 21
+
+// median is the median of durations, which it sorts.
+func median(took []time.Duration) time.Duration {
+	slices.Sort(took)
+	return percentile(took, 50)
+}
+
+// percentile is the p-th percentile of sorted durations (nearest rank).
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (p*len(sorted)+99)/100 - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
 // listLatency is how long a consistent, label-selected list of slices takes
 // right after a write of another kind, and right after a slice write.
 type listLatency struct {
@@ -129,10 +147,9 @@ type listLatency struct {
 func measureLists(ctx context.Context, t *testing.T, ns string) listLatency {
 	t.Helper()
 	c := framework.E().Client
-	const samples = 21
 	timed := func(write func() client.Object) time.Duration {
 		var took []time.Duration
-		for range samples {
+		for range latencySamples {
 			if err := c.Create(ctx, write()); err != nil {
 				t.Fatal(err)
 			}
@@ -143,8 +160,7 @@ func measureLists(ctx context.Context, t *testing.T, ns string) listLatency {
 			}
 			took = append(took, time.Since(start))
 		}
-		slices.Sort(took)
-		return took[len(took)/2]
+		return median(took)
 	}
 	meta := metav1.ObjectMeta{Namespace: ns, GenerateName: "latency-"}
 	return listLatency{
@@ -152,7 +168,7 @@ func measureLists(ctx context.Context, t *testing.T, ns string) listLatency {
 		afterSliceWrite: timed(func() client.Object {
 			return &discoveryv1.EndpointSlice{ObjectMeta: meta, AddressType: discoveryv1.AddressTypeIPv4}
 		}),
-		samples: samples,
+		samples: latencySamples,
 	}
 }
 
@@ -172,7 +188,6 @@ type patchCost struct {
 func measurePatches(ctx context.Context, t *testing.T, ns string) patchCost {
 	t.Helper()
 	c := framework.E().Client
-	const samples = 21
 	timed := func(xb *v1alpha1.ExternalBackend) (time.Duration, time.Duration) {
 		xb.Spec.Suspend = true
 		if err := c.Create(ctx, xb); err != nil {
@@ -180,7 +195,7 @@ func measurePatches(ctx context.Context, t *testing.T, ns string) patchCost {
 		}
 		var took []time.Duration
 		before := serverCPU(t)
-		for i := range samples {
+		for i := range latencySamples {
 			patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"status":{"slices":%d}}`, i+1))
 			start := time.Now()
 			if err := c.Status().Patch(ctx, xb, patch); err != nil {
@@ -188,9 +203,7 @@ func measurePatches(ctx context.Context, t *testing.T, ns string) patchCost {
 			}
 			took = append(took, time.Since(start))
 		}
-		cpu := serverCPU(t).minus(before).apiserver / samples
-		slices.Sort(took)
-		return took[len(took)/2], cpu
+		return median(took), serverCPU(t).minus(before).apiserver / latencySamples
 	}
 	small := benchspec.Backend(ns, "small", []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4})
 	small.Spec.Sources = []v1alpha1.Source{{Name: "fixed", Static: &v1alpha1.StaticSource{Endpoints: []v1alpha1.StaticEndpoint{
@@ -199,7 +212,7 @@ func measurePatches(ctx context.Context, t *testing.T, ns string) patchCost {
 	var out patchCost
 	out.small, out.smallCPU = timed(small)
 	out.large, out.largeCPU = timed(scenarios[0].backends(ns, false)[0])
-	out.samples = samples
+	out.samples = latencySamples
 	return out
 }
 
