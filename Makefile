@@ -52,7 +52,7 @@ help: ## Show this help.
 
 .PHONY: build
 build: ## Build bin/backendslice (the controller, as shipped) and bin/backendslice-demo.
-	$(GO) build -o $(BIN)/backendslice .
+	$(GO) build -o $(BIN)/backendslice ./cmd/backendslice
 	$(GO) build -o $(BIN)/backendslice-demo ./cmd/backendslice-demo
 
 # More cmd/build-image flags: -tarball bin/image.tar, -version 0.2.0, -platforms linux/amd64.
@@ -133,9 +133,9 @@ FUZZTIME ?= 30s
 
 .PHONY: fuzz
 fuzz: ## Run each Go fuzz target for FUZZTIME (default 30s), one after another; a failing input is written to the package's testdata/fuzz/<target>/.
-	$(GO) test ./controllers/desired -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./controllers/endpointslices -run '^$$' -fuzz '^FuzzPlanner$$' -fuzztime $(FUZZTIME)
-	$(GO) test . -run '^$$' -fuzz '^FuzzRenderDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/publish -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/sliceplan -run '^$$' -fuzz '^FuzzPlanner$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cmd/backendslice -run '^$$' -fuzz '^FuzzRenderDecode$$' -fuzztime $(FUZZTIME)
 
 ##@ Benchmarks
 

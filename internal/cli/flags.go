@@ -16,7 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/backendslice/backendslice/controllers"
-	"github.com/backendslice/backendslice/controllers/desired"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
+	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/probe"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	consulprovider "github.com/backendslice/backendslice/providers/consul"
@@ -52,14 +53,14 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.manager.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the controller's own)")
 	fs.Int32Var(&f.manager.Config.MaxEndpointsPerSlice, "max-endpoints-per-slice", 100, "endpoints per EndpointSlice where the spec sets none (1-1000)")
 	fs.DurationVar(&f.manager.Config.DefaultDrainPeriod, "default-drain-period", 30*time.Second, "how long a vanished endpoint stays as terminating where the spec sets no drainPeriod")
-	fs.StringSliceVar(&f.deniedCIDRs, "denied-cidrs", controllers.DefaultDeniedCIDRs(), "networks no endpoint may be in: cloud metadata addresses, and add the cluster's Pod and Service ranges")
-	fs.StringSliceVar(&f.manager.Config.DeniedNames, "denied-names", controllers.DefaultDeniedNames(), "DNS names no FQDN endpoint may have (*.example.com denies every name under it)")
-	fs.StringVar(&f.manager.Config.ClusterDomain, "cluster-domain", desired.DefaultClusterDomain, "the cluster's DNS domain: FQDN endpoints in it, or ending in .svc or .pod, are refused (a Service must not point back into the cluster)")
+	fs.StringSliceVar(&f.deniedCIDRs, "denied-cidrs", externalbackend.DefaultDeniedCIDRs(), "networks no endpoint may be in: cloud metadata addresses, and add the cluster's Pod and Service ranges")
+	fs.StringSliceVar(&f.manager.Config.DeniedNames, "denied-names", externalbackend.DefaultDeniedNames(), "DNS names no FQDN endpoint may have (*.example.com denies every name under it)")
+	fs.StringVar(&f.manager.Config.ClusterDomain, "cluster-domain", publish.DefaultClusterDomain, "the cluster's DNS domain: FQDN endpoints in it, or ending in .svc or .pod, are refused (a Service must not point back into the cluster)")
 	fs.BoolVar(&f.manager.Config.DenyPodCIDRs, "deny-pod-cidrs", false, "also refuse endpoints in the cluster's Pod ranges, read from the Nodes' spec.podCIDRs (needs list/watch on Nodes); the Service ranges are always refused, read from the ServiceCIDRs")
 	fs.BoolVar(&f.manager.Config.AllowSourcesWithoutProvider, "allow-sources-without-provider", false, "let sources that name no BackendProvider publish through this controller's own connections (the --consul-*, --aws-* and --dns-* flags) from any namespace, as before BackendProviders; off, only providers the platform team admitted a namespace to can be used")
 	fs.StringVar(&f.manager.Config.Namespace, "controller-namespace", os.Getenv("POD_NAMESPACE"), "the controller's own namespace, the only one whose Secrets (those BackendProviders name) it reads (default $POD_NAMESPACE)")
 	fs.DurationVar(&f.manager.Config.ResolveTimeout, "resolve-timeout", 10*time.Second, "longest time one provider call may take")
-	fs.DurationVar(&f.manager.Config.ReconcileTimeout, "reconcile-timeout", controllers.DefaultReconcileTimeout, "longest time one reconcile may take, its sources resolved at once (at least --resolve-timeout)")
+	fs.DurationVar(&f.manager.Config.ReconcileTimeout, "reconcile-timeout", externalbackend.DefaultReconcileTimeout, "longest time one reconcile may take, its sources resolved at once (at least --resolve-timeout)")
 	fs.DurationVar(&f.manager.Config.Coalesce.Quiet, "coalesce-quiet", 0, "hold a provider change until the backend's endpoints have been quiet this long, folding a burst into one write per slice; 0 publishes every change at once")
 	fs.DurationVar(&f.manager.Config.Coalesce.Max, "coalesce-max", 5*time.Second, "longest a provider change is held while the endpoints keep changing (with --coalesce-quiet)")
 	f.Providers.DNS.BindFlags(fs)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	consulprovider "github.com/backendslice/backendslice/providers/consul"
@@ -17,7 +18,7 @@ type Providers struct {
 	Registry *providers.Registry
 	// Waker is given to the manager (controllers.ManagerOptions.Waker):
 	// Consul watches push changes through it.
-	Waker *controllers.ChannelWaker
+	Waker *externalbackend.ChannelWaker
 }
 
 // NewProviders builds every provider this binary has, configured by o.
@@ -26,7 +27,7 @@ func NewProviders(ctx context.Context, o ProviderOptions) (Providers, error) {
 	if err != nil {
 		return Providers{}, err
 	}
-	waker := controllers.NewChannelWaker()
+	waker := externalbackend.NewChannelWaker()
 	consul, err := consulprovider.New(o.Consul, waker)
 	if err != nil {
 		return Providers{}, err

@@ -185,14 +185,14 @@ type Binary struct {
 	Path string
 }
 
-// Compile cross-compiles the controller (the root package of the module in
+// Compile cross-compiles the controller (./cmd/backendslice of the module in
 // moduleDir) for each platform into outDir, as it ships: static (no cgo),
 // without debug information or local paths.
 func Compile(ctx context.Context, moduleDir, outDir string, platforms []v1.Platform) ([]Binary, error) {
 	bins := make([]Binary, 0, len(platforms))
 	for _, p := range platforms {
 		out := filepath.Join(outDir, "backendslice-"+p.OS+"-"+p.Architecture)
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/backendslice")
 		cmd.Dir = moduleDir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture)
 		if b, err := cmd.CombinedOutput(); err != nil {

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -42,7 +42,7 @@ func TestAPIServerRestartMidSync(t *testing.T) {
 	var synced int
 	framework.Eventually(t, convergeTimeout, "a quarter of the backends' Services", func() error {
 		var list corev1.ServiceList
-		if err := framework.E().Client.List(context.Background(), &list, client.InNamespace(ns), client.HasLabels{controllers.BackendLabel}); err != nil {
+		if err := framework.E().Client.List(context.Background(), &list, client.InNamespace(ns), client.HasLabels{v1alpha1.BackendLabel}); err != nil {
 			return err
 		}
 		if synced = len(list.Items); synced*4 < *backends {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -146,8 +146,8 @@ func (w *world) plantLookalikes(t *testing.T, ns, xb, svc, ours, theirs string) 
 	t.Helper()
 	labels := map[string]string{
 		discoveryv1.LabelServiceName: svc,
-		discoveryv1.LabelManagedBy:   controllers.ManagedByValue,
-		controllers.BackendLabel:     xb,
+		discoveryv1.LabelManagedBy:   v1alpha1.ManagedByValue,
+		v1alpha1.BackendLabel:        xb,
 	}
 	w.plant(t, foreignSlice(ns, svc+"-ipv4-0", labels, ours, theirs), "a hand-made slice with our labels")
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-tool-" + xb}}

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -197,7 +196,7 @@ func (w *world) check(ctx context.Context, namespaces ...string) (verdict, error
 			continue
 		}
 		ref := metav1.GetControllerOf(s)
-		if s.Labels[discoveryv1.LabelManagedBy] != controllers.ManagedByValue && (ref == nil || svcByUID[ref.UID] == nil) {
+		if s.Labels[discoveryv1.LabelManagedBy] != v1alpha1.ManagedByValue && (ref == nil || svcByUID[ref.UID] == nil) {
 			add(none, orphaned, "EndpointSlice %s/%s (managed-by %q) is neither ours nor a planted foreign one", s.Namespace, s.Name, s.Labels[discoveryv1.LabelManagedBy])
 			continue
 		}
@@ -317,8 +316,8 @@ func checkService(add func(category, string, ...any), k types.NamespacedName, xb
 	if len(svc.Spec.Selector) > 0 {
 		add(wrong, "Service %s/%s of backend %s has a selector %v; ours are selectorless", svc.Namespace, svc.Name, k, svc.Spec.Selector)
 	}
-	if svc.Labels[controllers.BackendLabel] != xb.Name {
-		add(wrong, "Service %s/%s of backend %s: label %s=%q, want %q", svc.Namespace, svc.Name, k, controllers.BackendLabel, svc.Labels[controllers.BackendLabel], xb.Name)
+	if svc.Labels[v1alpha1.BackendLabel] != xb.Name {
+		add(wrong, "Service %s/%s of backend %s: label %s=%q, want %q", svc.Namespace, svc.Name, k, v1alpha1.BackendLabel, svc.Labels[v1alpha1.BackendLabel], xb.Name)
 	}
 	want := map[string]string{}
 	for _, p := range xb.Spec.Service.Ports {
@@ -337,8 +336,8 @@ func checkService(add func(category, string, ...any), k types.NamespacedName, xb
 func checkSliceMeta(add func(category, string, ...any), k types.NamespacedName, xb *v1alpha1.ExternalBackend, svc *corev1.Service, s *discoveryv1.EndpointSlice) {
 	for l, want := range map[string]string{
 		discoveryv1.LabelServiceName: svc.Name,
-		discoveryv1.LabelManagedBy:   controllers.ManagedByValue,
-		controllers.BackendLabel:     xb.Name,
+		discoveryv1.LabelManagedBy:   v1alpha1.ManagedByValue,
+		v1alpha1.BackendLabel:        xb.Name,
 	} {
 		if got, ok := s.Labels[l]; !ok || got != want {
 			add(wrong, "EndpointSlice %s/%s of backend %s: label %s=%q, want %q", s.Namespace, s.Name, k, l, got, want)
@@ -366,7 +365,7 @@ func protocolOf(p v1alpha1.Protocol) corev1.Protocol {
 
 // labelledBackend is the backend an object's label names, when it names one.
 func labelledBackend(o metav1.Object) types.NamespacedName {
-	if b := o.GetLabels()[controllers.BackendLabel]; b != "" {
+	if b := o.GetLabels()[v1alpha1.BackendLabel]; b != "" {
 		return types.NamespacedName{Namespace: o.GetNamespace(), Name: b}
 	}
 	return types.NamespacedName{}

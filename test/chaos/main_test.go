@@ -255,11 +255,11 @@ func buildBinary(dir string) (string, error) {
 	}
 	out := filepath.Join(dir, "backendslice")
 	start := time.Now()
-	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/backendslice")
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building the controller (go build -o %s %s): %w", out, root, err)
+		return "", fmt.Errorf("building the controller (go build -o %s ./cmd/backendslice in %s): %w", out, root, err)
 	}
 	fmt.Fprintf(os.Stderr, "chaos: built %s in %s\n", out, time.Since(start).Round(100*time.Millisecond))
 	return out, nil

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -38,7 +37,7 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 	w.down(r.kill())
 
 	var list discoveryv1.EndpointSliceList
-	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{controllers.BackendLabel: "x"}); err != nil || len(list.Items) != 1 {
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.BackendLabel: "x"}); err != nil || len(list.Items) != 1 {
 		t.Fatalf("want the one IPv4 slice of x, got %d (%v)", len(list.Items), err)
 	}
 	ours := list.Items[0]
@@ -59,7 +58,7 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 	}
 	// A slice with our managed-by label and no owner, which the test does
 	// not know as foreign: nobody's.
-	stray := foreignSlice(ns, "x-stray", map[string]string{discoveryv1.LabelManagedBy: controllers.ManagedByValue}, ip4(0, 98))
+	stray := foreignSlice(ns, "x-stray", map[string]string{discoveryv1.LabelManagedBy: v1alpha1.ManagedByValue}, ip4(0, 98))
 	if err := c.Create(ctx, stray, client.FieldOwner(testManager)); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -45,7 +44,7 @@ var tampers = []tamper{
 		return updateSlice(ctx, s, func(s *discoveryv1.EndpointSlice) { s.Ports[0].Port = ptr.To[int32](1234) })
 	}},
 	{"tamper: slice backend label removed", "slice-unlabel", func(ctx context.Context, _ *corev1.Service, s *discoveryv1.EndpointSlice) error {
-		return updateSlice(ctx, s, func(s *discoveryv1.EndpointSlice) { delete(s.Labels, controllers.BackendLabel) })
+		return updateSlice(ctx, s, func(s *discoveryv1.EndpointSlice) { delete(s.Labels, v1alpha1.BackendLabel) })
 	}},
 	{"tamper: slice service-name label changed", "slice-relabel", func(ctx context.Context, _ *corev1.Service, s *discoveryv1.EndpointSlice) error {
 		return updateSlice(ctx, s, func(s *discoveryv1.EndpointSlice) { s.Labels[discoveryv1.LabelServiceName] = "someone-elses" })
@@ -60,7 +59,7 @@ var tampers = []tamper{
 		return updateService(ctx, svc, func(svc *corev1.Service) { svc.Spec.Ports[0].Port = 81 })
 	}},
 	{"tamper: Service backend label removed", "svc-unlabel", func(ctx context.Context, svc *corev1.Service, _ *discoveryv1.EndpointSlice) error {
-		return updateService(ctx, svc, func(svc *corev1.Service) { delete(svc.Labels, controllers.BackendLabel) })
+		return updateService(ctx, svc, func(svc *corev1.Service) { delete(svc.Labels, v1alpha1.BackendLabel) })
 	}},
 	{"tamper: Service deleted", "svc-delete", func(ctx context.Context, svc *corev1.Service, _ *discoveryv1.EndpointSlice) error {
 		return deleteService(ctx, svc)
@@ -163,7 +162,7 @@ func apply(tp tamper, ns string) error {
 		return fmt.Errorf("reading Service %s: %w", name, err)
 	}
 	var list discoveryv1.EndpointSliceList
-	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: controllers.ManagedByValue}); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: v1alpha1.ManagedByValue}); err != nil {
 		return err
 	}
 	list.Items = slices.DeleteFunc(list.Items, func(s discoveryv1.EndpointSlice) bool {

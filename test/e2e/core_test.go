@@ -10,7 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -59,7 +58,7 @@ func TestDualStackStaticBackend(t *testing.T) {
 		t.Fatalf("%d slices, want one per family of %v", len(sl), wantFamilies)
 	}
 	for _, s := range sl {
-		if s.Labels[discoveryv1.LabelServiceName] != "db" || s.Labels[discoveryv1.LabelManagedBy] != controllers.ManagedByValue {
+		if s.Labels[discoveryv1.LabelServiceName] != "db" || s.Labels[discoveryv1.LabelManagedBy] != v1alpha1.ManagedByValue {
 			t.Errorf("slice %s labels %v", s.Name, s.Labels)
 		}
 		if _, headless := s.Labels[corev1.IsHeadlessService]; headless {

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -184,7 +183,7 @@ func TestForeignSlicesLeftAlone(t *testing.T) {
 	// label, so that it sits in the controller's cache.
 	foreign := []*discoveryv1.EndpointSlice{
 		foreignSlice(ns, "db-by-hand", "db", "198.51.100.7", nil),
-		foreignSlice(ns, "db-other", "db", "198.51.100.8", map[string]string{controllers.BackendLabel: "db"}),
+		foreignSlice(ns, "db-other", "db", "198.51.100.8", map[string]string{v1alpha1.BackendLabel: "db"}),
 	}
 	rvs := map[string]string{}
 	for _, s := range foreign {

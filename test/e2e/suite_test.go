@@ -8,7 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 			return []providers.Provider{static.New()}, nil
 		},
 		// TestPodRangeDropped gives a Node a Pod range.
-		Config:  func(c *controllers.Config) { c.DenyPodCIDRs = true },
+		Config:  func(c *externalbackend.Config) { c.DenyPodCIDRs = true },
 		Started: func(e *framework.Env) error { k8s = e.Client; return nil },
 	}))
 }

@@ -12,8 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
-	"github.com/backendslice/backendslice/controllers/desired"
+	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -65,9 +64,9 @@ func TestTamperingRepaired(t *testing.T) {
 	}
 
 	t.Run("Service label stripped", func(t *testing.T) {
-		framework.Edit(t, getService(t, ns, "db"), func(s *corev1.Service) { delete(s.Labels, controllers.BackendLabel) })
+		framework.Edit(t, getService(t, ns, "db"), func(s *corev1.Service) { delete(s.Labels, v1alpha1.BackendLabel) })
 		eventually(t, timeout, "Service relabelled", func() error {
-			if v := getService(t, ns, "db").Labels[controllers.BackendLabel]; v != "db" {
+			if v := getService(t, ns, "db").Labels[v1alpha1.BackendLabel]; v != "db" {
 				return fmt.Errorf("label %q", v)
 			}
 			return nil
@@ -77,9 +76,9 @@ func TestTamperingRepaired(t *testing.T) {
 	})
 	t.Run("slice backend label stripped", func(t *testing.T) {
 		s := slice(t)
-		framework.Edit(t, s, func(s *discoveryv1.EndpointSlice) { delete(s.Labels, controllers.BackendLabel) })
+		framework.Edit(t, s, func(s *discoveryv1.EndpointSlice) { delete(s.Labels, v1alpha1.BackendLabel) })
 		grow(t)
-		if s := slice(t); s.Labels[controllers.BackendLabel] != "db" {
+		if s := slice(t); s.Labels[v1alpha1.BackendLabel] != "db" {
 			t.Errorf("slice %s labels %v: not relabelled", s.Name, s.Labels)
 		}
 		expectQuiet(t, xb)
@@ -211,7 +210,7 @@ func TestManyDrainsSurviveRestart(t *testing.T) {
 func drainStarts(t *testing.T, ns string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for _, d := range desired.DrainsFromSlices(ourSlices(t, ns, "db")) {
+	for _, d := range publish.DrainsFromSlices(ourSlices(t, ns, "db")) {
 		out[d.Address] = d.Since.UTC().Format(time.RFC3339)
 	}
 	return out

@@ -31,6 +31,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/controlplane"
@@ -546,7 +547,7 @@ func startController(t *testing.T, cp *controlplane.ControlPlane) (client.Client
 		ProbeDial: func(context.Context, string, string) (net.Conn, error) {
 			return nil, errors.New("the dashboard test opens no connection")
 		},
-		Config: controllers.Config{
+		Config: externalbackend.Config{
 			MaxEndpointsPerSlice: 100,
 			DefaultDrainPeriod:   30 * time.Second,
 			ResolveTimeout:       5 * time.Second,

@@ -11,7 +11,7 @@ import (
 )
 
 // Backend is an ExternalBackend of one ClusterIP port with every defaulted
-// field set, so that controllers.Render, which runs without the API
+// field set, so that externalbackend.Render, which runs without the API
 // server's defaulting, sees what the controller sees. Vanished endpoints
 // are removed at once.
 func Backend(ns, name string, families []v1alpha1.AddressType) *v1alpha1.ExternalBackend {

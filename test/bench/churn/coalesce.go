@@ -10,8 +10,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
-	"github.com/backendslice/backendslice/controllers/coalesce"
-	"github.com/backendslice/backendslice/controllers/desired"
+	"github.com/backendslice/backendslice/internal/coalesce"
+	"github.com/backendslice/backendslice/internal/publish"
 )
 
 // The coalescing window (controllers/coalesce) is measured on the flapping
@@ -121,9 +121,9 @@ func answers(seq Sequence, dual bool) (uint64, []uint64) {
 	o := newOurs(dual)
 	steps := make([]uint64, len(seq.Steps))
 	for i, st := range seq.Steps {
-		steps[i] = desired.Fingerprint(o.endpoints(st))
+		steps[i] = publish.Fingerprint(o.endpoints(st))
 	}
-	return desired.Fingerprint(o.endpoints(seq.Setup)), steps
+	return publish.Fingerprint(o.endpoints(seq.Setup)), steps
 }
 
 // replayCoalesced syncs ours to the setup uncounted, then to the state of

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backendslice/backendslice/controllers/coalesce"
+	"github.com/backendslice/backendslice/internal/coalesce"
 )
 
 // flips is a sequence on three serving backends in which each step flips

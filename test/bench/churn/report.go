@@ -146,7 +146,7 @@ Each sequence is replayed through two writers, each on its own client-go fake
 whose reactors give creates a name (from generateName), a UID and generation 1,
 keep the UID and bump the generation on updates:
 
-- **ours**: `+"`endpointslices.Compute`"+` (the planner the controller runs), applied in the
+- **ours**: `+"`sliceplan.Compute`"+` (the planner the controller runs), applied in the
   controller's order: creates, updates, deletes;
 - **upstream**: `+"`k8s.io/endpointslice`"+` v0.37.2 `+"`Reconciler`"+`, fed with one stand-in Pod a
   backend (ready when the backend is serving, both addresses when dual-stack) on a

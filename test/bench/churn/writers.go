@@ -20,9 +20,9 @@ import (
 	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/utils/ptr"
 
-	"github.com/backendslice/backendslice/controllers"
-	"github.com/backendslice/backendslice/controllers/desired"
-	"github.com/backendslice/backendslice/controllers/endpointslices"
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/publish"
+	"github.com/backendslice/backendslice/internal/sliceplan"
 )
 
 const (
@@ -63,19 +63,19 @@ func service(dual bool) *corev1.Service {
 type ours struct {
 	server *apiServer
 	dual   bool
-	tmpl   endpointslices.Template
+	tmpl   sliceplan.Template
 }
 
 // newOurs returns our writer on a fresh fake API server.
 func newOurs(dual bool) *ours {
 	svc := service(dual)
-	return &ours{server: newAPIServer(), dual: dual, tmpl: endpointslices.Template{
+	return &ours{server: newAPIServer(), dual: dual, tmpl: sliceplan.Template{
 		Namespace:   namespace,
 		ServiceName: serviceName,
 		Labels: map[string]string{
 			discoveryv1.LabelServiceName: serviceName,
-			discoveryv1.LabelManagedBy:   controllers.ManagedByValue,
-			controllers.BackendLabel:     serviceName,
+			discoveryv1.LabelManagedBy:   v1alpha1.ManagedByValue,
+			v1alpha1.BackendLabel:        serviceName,
 		},
 		Owner: *metav1.NewControllerRef(svc, corev1.SchemeGroupVersion.WithKind("Service")),
 	}}
@@ -94,7 +94,7 @@ func (o *ours) slices(ctx context.Context) ([]discoveryv1.EndpointSlice, sets.Se
 	var mine []discoveryv1.EndpointSlice
 	for _, s := range list.Items {
 		taken.Insert(s.Name)
-		if s.Labels[discoveryv1.LabelManagedBy] == controllers.ManagedByValue {
+		if s.Labels[discoveryv1.LabelManagedBy] == v1alpha1.ManagedByValue {
 			mine = append(mine, s)
 		}
 	}
@@ -106,21 +106,21 @@ func (o *ours) sync(ctx context.Context, st state) error {
 	if err != nil {
 		return err
 	}
-	plan := endpointslices.Compute(endpointslices.Input{
+	plan := sliceplan.Compute(sliceplan.Input{
 		Template:             o.tmpl,
-		Desired:              desired.Groups(o.endpoints(st)),
+		Desired:              publish.Groups(o.endpoints(st)),
 		Existing:             existing,
 		TakenNames:           taken,
 		MaxEndpointsPerSlice: perSlice,
 	})
 	c := o.server.DiscoveryV1().EndpointSlices(namespace)
 	for _, s := range plan.Create {
-		if _, err := c.Create(ctx, s, metav1.CreateOptions{FieldManager: controllers.FieldManager}); err != nil {
+		if _, err := c.Create(ctx, s, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
 			return fmt.Errorf("creating %s: %w", s.Name, err)
 		}
 	}
 	for _, s := range plan.Update {
-		if _, err := c.Update(ctx, s, metav1.UpdateOptions{FieldManager: controllers.FieldManager}); err != nil {
+		if _, err := c.Update(ctx, s, metav1.UpdateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
 			return fmt.Errorf("updating %s: %w", s.Name, err)
 		}
 	}
@@ -134,12 +134,12 @@ func (o *ours) sync(ctx context.Context, st state) error {
 }
 
 // endpoints are the desired endpoints of a state, one a family.
-func (o *ours) endpoints(st state) []desired.Endpoint {
+func (o *ours) endpoints(st state) []publish.Endpoint {
 	ports := []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To[int32](portNumber), Protocol: ptr.To(corev1.ProtocolTCP)}}
-	var out []desired.Endpoint
+	var out []publish.Endpoint
 	for _, b := range st {
 		for _, a := range addresses(b.id, o.dual) {
-			out = append(out, desired.Endpoint{AddressType: a.family, Address: a.address, Zone: b.zone, Serving: b.serving, Ports: ports})
+			out = append(out, publish.Endpoint{AddressType: a.family, Address: a.address, Zone: b.zone, Serving: b.serving, Ports: ports})
 		}
 	}
 	return out

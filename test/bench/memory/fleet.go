@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/test/bench/benchspec"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
@@ -147,7 +146,7 @@ func checkSlices(ctx context.Context, ns string, want map[string][]string) error
 				got[svc] = append(got[svc], e.Addresses...)
 			}
 		}
-	}, client.MatchingLabels{discoveryv1.LabelManagedBy: controllers.ManagedByValue})
+	}, client.MatchingLabels{discoveryv1.LabelManagedBy: v1alpha1.ManagedByValue})
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -164,11 +164,11 @@ var allKinds = []kind{
 	{Name: "ExternalBackend", obj: &v1alpha1.ExternalBackend{}, list: func() client.ObjectList { return &v1alpha1.ExternalBackendList{} }},
 	{
 		Name: "Service", obj: &corev1.Service{}, list: func() client.ObjectList { return &corev1.ServiceList{} },
-		ours: []client.ListOption{client.HasLabels{controllers.BackendLabel}},
+		ours: []client.ListOption{client.HasLabels{v1alpha1.BackendLabel}},
 	},
 	{
 		Name: "EndpointSlice", obj: &discoveryv1.EndpointSlice{}, list: func() client.ObjectList { return &discoveryv1.EndpointSliceList{} },
-		ours: []client.ListOption{client.HasLabels{controllers.BackendLabel}},
+		ours: []client.ListOption{client.HasLabels{v1alpha1.BackendLabel}},
 	},
 }
 
@@ -192,7 +192,7 @@ const (
 )
 
 // newCacheSetup builds the options of the variants from
-// controllers.CacheOptions.
+// externalbackend.CacheOptions.
 func newCacheSetup(t *testing.T) cacheSetup {
 	t.Helper()
 	env := framework.E()
@@ -200,7 +200,7 @@ func newCacheSetup(t *testing.T) cacheSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	with, err := controllers.CacheOptions("")
+	with, err := externalbackend.CacheOptions("")
 	if err != nil {
 		t.Fatal(err)
 	}

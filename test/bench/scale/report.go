@@ -60,7 +60,7 @@ func writeMarkdown(w io.Writer, results []result, idle phase, workers int, lists
 	p("and polling; **API server** and **etcd** are the CPU time of those processes in the phase (`/proc/<pid>/stat`), ")
 	p("the test's spec writes included; **peak RSS** is the process's `VmHWM` at the end of the phase (a running maximum).\n")
 	p("- **Bare** is a plain client creating the same Services and slices (computed beforehand by ")
-	p("`controllers.Render`), %d backends at a time like the controller: the floor for converging from empty. ", workers)
+	p("`externalbackend.Render`), %d backends at a time like the controller: the floor for converging from empty. ", workers)
 	p("For the change it swaps each replaced address in place, updating only the slices that held one: the floor for the change. ")
 	p("**Bare + status patch** makes the same creates (or updates) and then one merge patch of each backend's status that it wrote ")
 	p("(Ready for its generation, its counts), with the specs stored or edited beforehand (untimed) and no controller running: ")

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
-	"github.com/backendslice/backendslice/controllers/desired"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
+	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/bench/benchspec"
@@ -126,7 +126,7 @@ func converged(ctx context.Context, c client.Reader, ns string, addrs map[string
 		return fmt.Errorf("%d backends not Ready for their generation, first %s", len(notReady), notReady[0])
 	}
 	var sl discoveryv1.EndpointSliceList
-	if err := c.List(ctx, &sl, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelManagedBy: controllers.ManagedByValue}); err != nil {
+	if err := c.List(ctx, &sl, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelManagedBy: v1alpha1.ManagedByValue}); err != nil {
 		return err
 	}
 	got := map[string][]string{}
@@ -169,7 +169,7 @@ func waitConverged(ctx context.Context, t *testing.T, c client.Reader, ns string
 }
 
 // planned is the Service and slices the controller would write for one
-// backend, as controllers.Render computes them, and the slices as the bare
+// backend, as externalbackend.Render computes them, and the slices as the bare
 // client created them.
 type planned struct {
 	svc     *corev1.Service
@@ -180,30 +180,30 @@ type planned struct {
 // plan renders the objects of every backend, moved to namespace ns. Our
 // backend label is taken off so that the controller's watches ignore them,
 // and the Service's owner reference, as no ExternalBackend owns it.
-func plan(ctx context.Context, xbs []*v1alpha1.ExternalBackend, ns string, cfg controllers.Config) ([]planned, error) {
+func plan(ctx context.Context, xbs []*v1alpha1.ExternalBackend, ns string, cfg externalbackend.Config) ([]planned, error) {
 	out := make([]planned, 0, len(xbs))
 	for _, xb := range xbs {
-		var results []desired.SourceResult
+		var results []publish.SourceResult
 		for _, src := range xb.Spec.Sources {
 			res, err := static.New().Resolve(ctx, providers.Request{Namespace: ns, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes})
 			if err != nil {
 				return nil, err
 			}
-			results = append(results, desired.SourceResult{Name: src.Name, Endpoints: res.Endpoints})
+			results = append(results, publish.SourceResult{Name: src.Name, Endpoints: res.Endpoints})
 		}
 		xb := xb.DeepCopy()
 		xb.Namespace = ns
-		svc, sl, dropped, err := controllers.Render(xb, results, cfg)
+		svc, sl, dropped, err := externalbackend.Render(xb, results, cfg)
 		if err != nil {
 			return nil, err
 		}
 		if len(dropped) > 0 {
 			return nil, fmt.Errorf("%s: %d addresses dropped", xb.Name, len(dropped))
 		}
-		delete(svc.Labels, controllers.BackendLabel)
+		delete(svc.Labels, v1alpha1.BackendLabel)
 		svc.OwnerReferences = nil
 		for _, s := range sl {
-			delete(s.Labels, controllers.BackendLabel)
+			delete(s.Labels, v1alpha1.BackendLabel)
 		}
 		out = append(out, planned{svc: svc, slices: sl})
 	}

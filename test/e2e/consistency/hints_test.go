@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers/desired"
+	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -50,7 +50,7 @@ func waitHints(t *testing.T, ns, svc string, want bool) {
 // TestZoneHints checks zone hints on the real API server: set with
 // trafficDistribution PreferClose or the topology-mode annotation when every
 // ready endpoint has a zone; gone when one ready endpoint has none, or when
-// neither asks for them. It passes once desired.ZoneHints is wired into the
+// neither asks for them. It passes once publish.ZoneHints is wired into the
 // controller.
 func TestZoneHints(t *testing.T) {
 	ns := framework.Namespace(t)
@@ -75,7 +75,7 @@ func TestZoneHints(t *testing.T) {
 	// The annotation asks for hints as well.
 	if err := framework.Update(t, xb, func(cur *v1alpha1.ExternalBackend) {
 		cur.Spec.Service.TrafficDistribution = nil
-		cur.Spec.Service.Annotations = map[string]string{desired.TopologyModeAnnotation: "Auto"}
+		cur.Spec.Service.Annotations = map[string]string{publish.TopologyModeAnnotation: "Auto"}
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
@@ -64,17 +65,17 @@ func newManager(t *testing.T) ctrl.Manager {
 
 // newReconciler registers the controller with mgr, reading and writing
 // through c, with the static provider and the test configuration.
-func newReconciler(t *testing.T, mgr ctrl.Manager, c client.Client) *controllers.Reconciler {
+func newReconciler(t *testing.T, mgr ctrl.Manager, c client.Client) *externalbackend.Reconciler {
 	t.Helper()
 	reg, err := providers.NewRegistry(static.New())
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics, err := controllers.NewMetrics(prometheus.NewRegistry())
+	metrics, err := externalbackend.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &controllers.Reconciler{
+	r := &externalbackend.Reconciler{
 		Client:    c,
 		APIReader: mgr.GetAPIReader(),
 		Events:    mgr.GetEventRecorder("backendslice"),
@@ -126,9 +127,9 @@ type labelIndexed struct{ client.WithWatch }
 func (c labelIndexed) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	lo := (&client.ListOptions{}).ApplyOptions(opts)
 	if lo.FieldSelector != nil {
-		if v, ok := lo.FieldSelector.RequiresExactMatch(controllers.BackendIndex); ok {
+		if v, ok := lo.FieldSelector.RequiresExactMatch(externalbackend.BackendIndex); ok {
 			lo.FieldSelector = nil
-			lo.LabelSelector = labels.SelectorFromSet(labels.Set{controllers.BackendLabel: v})
+			lo.LabelSelector = labels.SelectorFromSet(labels.Set{v1alpha1.BackendLabel: v})
 			return c.WithWatch.List(ctx, list, lo)
 		}
 	}
@@ -194,7 +195,7 @@ func watchDuplicates(t *testing.T, ns, svc string) *duplicates {
 	t.Helper()
 	w, err := directClient(t).Watch(ctx, &discoveryv1.EndpointSliceList{}, client.InNamespace(ns),
 		client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{
-			discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: controllers.ManagedByValue,
+			discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: v1alpha1.ManagedByValue,
 		})})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -61,7 +61,7 @@ func (v *staleView) List(ctx context.Context, list client.ObjectList, opts ...cl
 
 // reconcile runs r until a pass ends without error, as the work queue
 // would; a conflict with another writer or a requeue takes another pass.
-func reconcile(t *testing.T, r *controllers.Reconciler, xb *v1alpha1.ExternalBackend) {
+func reconcile(t *testing.T, r *externalbackend.Reconciler, xb *v1alpha1.ExternalBackend) {
 	t.Helper()
 	var err error
 	for range 10 {

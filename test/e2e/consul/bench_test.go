@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers/consul/consultest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
@@ -62,7 +62,7 @@ func BenchmarkCheckToSlice(b *testing.B) {
 		for time.Now().Before(deadline) {
 			var list discoveryv1.EndpointSliceList
 			if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{
-				discoveryv1.LabelServiceName: "bench", discoveryv1.LabelManagedBy: controllers.ManagedByValue,
+				discoveryv1.LabelServiceName: "bench", discoveryv1.LabelManagedBy: v1alpha1.ManagedByValue,
 			}); err != nil {
 				b.Fatal(err)
 			}

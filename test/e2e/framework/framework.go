@@ -33,6 +33,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/probe"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/test/controlplane"
@@ -50,7 +51,7 @@ type Options struct {
 	// Providers builds the providers under test; the waker is for push providers.
 	Providers func(w providers.Waker) ([]providers.Provider, error)
 	// Config changes the controller configuration from TestConfig.
-	Config func(*controllers.Config)
+	Config func(*externalbackend.Config)
 	// Started, if set, is called with the environment before the tests run;
 	// an error stops the run before any test.
 	Started func(*Env) error
@@ -81,18 +82,18 @@ type Options struct {
 // TestDenied. The suites written before BackendProviders publish through
 // the controller's own connections (AllowSourcesWithoutProvider); the
 // tenancy suite turns it off, as the chart does.
-func TestConfig() controllers.Config {
+func TestConfig() externalbackend.Config {
 	var denied []netip.Prefix
-	for _, c := range append(controllers.DefaultDeniedCIDRs(), TestDenied) {
+	for _, c := range append(externalbackend.DefaultDeniedCIDRs(), TestDenied) {
 		denied = append(denied, netip.MustParsePrefix(c))
 	}
-	return controllers.Config{
+	return externalbackend.Config{
 		MaxEndpointsPerSlice: 100,
 		DefaultDrainPeriod:   30 * time.Second,
 		DeniedPrefixes:       denied,
-		DeniedNames:          controllers.DefaultDeniedNames(),
+		DeniedNames:          externalbackend.DefaultDeniedNames(),
 		ResolveTimeout:       5 * time.Second,
-		ReconcileTimeout:     controllers.DefaultReconcileTimeout,
+		ReconcileTimeout:     externalbackend.DefaultReconcileTimeout,
 		// The suites written before BackendProviders.
 		AllowSourcesWithoutProvider: true,
 	}
@@ -147,7 +148,7 @@ func (e *Env) start(opts Options) error {
 }
 
 func (e *Env) startController(opts Options) error {
-	waker := controllers.NewChannelWaker()
+	waker := externalbackend.NewChannelWaker()
 	ps, err := opts.Providers(waker)
 	if err != nil {
 		return err
@@ -378,7 +379,7 @@ func Slices(t *testing.T, ns, svc string) []discoveryv1.EndpointSlice {
 	t.Helper()
 	var list discoveryv1.EndpointSliceList
 	if err := current.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{
-		discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: controllers.ManagedByValue,
+		discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: v1alpha1.ManagedByValue,
 	}); err != nil {
 		t.Fatal(err)
 	}

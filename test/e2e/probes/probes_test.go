@@ -26,7 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
@@ -80,7 +80,7 @@ func run(m *testing.M) int {
 		Providers: func(providers.Waker) ([]providers.Provider, error) {
 			return []providers.Provider{static.New()}, nil
 		},
-		Config: func(c *controllers.Config) { c.Namespace = controllerNamespace },
+		Config: func(c *externalbackend.Config) { c.Namespace = controllerNamespace },
 		ProbeDial: func(ctx context.Context, network, address string) (net.Conn, error) {
 			dialed.add(address)
 			return lab.Node.Dial(ctx, network, address)

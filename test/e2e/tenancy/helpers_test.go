@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/test/awsfake"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
@@ -505,7 +504,7 @@ func dbInstance(id, ip string, tags map[string]string) awsfake.DBInstance {
 func wantSliceShape(t *testing.T, ns, svc string) {
 	t.Helper()
 	for _, s := range framework.Slices(t, ns, svc) {
-		if s.Labels[discoveryv1.LabelServiceName] != svc || s.Labels[discoveryv1.LabelManagedBy] != controllers.ManagedByValue {
+		if s.Labels[discoveryv1.LabelServiceName] != svc || s.Labels[discoveryv1.LabelManagedBy] != v1alpha1.ManagedByValue {
 			t.Errorf("slice %s/%s labels %v", ns, s.Name, s.Labels)
 		}
 		if len(s.Ports) != 1 || ptr.Deref(s.Ports[0].Name, "") != "tcp" || ptr.Deref(s.Ports[0].Port, 0) != 5432 ||

@@ -30,7 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	"github.com/backendslice/backendslice/providers/consul"
@@ -119,7 +119,7 @@ func run(m *testing.M) int {
 
 	code := framework.Run(m, framework.Options{
 		Providers: newProviders,
-		Config: func(c *controllers.Config) {
+		Config: func(c *externalbackend.Config) {
 			// As the chart installs it: sources must name a provider.
 			c.AllowSourcesWithoutProvider = false
 			c.Namespace = controllerNamespace

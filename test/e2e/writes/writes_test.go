@@ -20,8 +20,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/controllers"
-	"github.com/backendslice/backendslice/controllers/coalesce"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
+	"github.com/backendslice/backendslice/internal/coalesce"
 	"github.com/backendslice/backendslice/providers/consul"
 	"github.com/backendslice/backendslice/providers/consul/consultest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
@@ -37,7 +37,7 @@ var agent *consultest.Agent
 
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunWithConsul(m, consultest.Config{}, consul.Options{},
-		framework.Options{Config: func(c *controllers.Config) { c.Coalesce = window }},
+		framework.Options{Config: func(c *externalbackend.Config) { c.Coalesce = window }},
 		func(c framework.Consul) { agent = c.Agent }))
 }
 

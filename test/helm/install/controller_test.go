@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
@@ -83,7 +84,7 @@ func runChildController(kubeconfig, leaseNamespace string) int {
 // childConfig is the controller's configuration in the child: the tests'
 // defaults, with every setting the chart's grants exist for turned on, so
 // that each grant is exercised.
-func childConfig() controllers.Config {
+func childConfig() externalbackend.Config {
 	c := framework.TestConfig()
 	// The scenarios written before BackendProviders publish sources that
 	// name none, as an install migrating from 0.1 does.

@@ -1,0 +1,67 @@
+package externalbackend
+
+import (
+	"context"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/tenancy"
+	"github.com/backendslice/backendslice/providers"
+)
+
+// +kubebuilder:rbac:groups=backendslice.io,resources=backendproviders,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
+
+// sourceAdmission is what admission decided for one source: refused, or the
+// connection its provider is asked with and the networks its endpoints
+// may be in.
+type sourceAdmission struct {
+	// refused is why the source may not publish; nil when it may.
+	refused *tenancy.Refusal
+	// unusable is set when the BackendProvider admits the source but
+	// cannot be used (a Secret missing): a failure of the provider, so what
+	// the source published is kept, as for any failing provider.
+	unusable error
+	conn     *providers.Connection
+	// allowed, where restricted, are the provider's allowedCIDRs.
+	allowed    []netip.Prefix
+	restricted bool
+}
+
+// admit decides, for each source of xb, whether it may publish and through
+// what, from the cache: the BackendProviders, the namespace's labels and
+// the Secrets in the controller's namespace. It makes no provider call.
+func (r *Reconciler) admit(ctx context.Context, xb *v1alpha1.ExternalBackend) ([]sourceAdmission, error) {
+	gates := make([]sourceAdmission, len(xb.Spec.Sources))
+	var ns *tenancy.Namespace
+	for i, src := range xb.Spec.Sources {
+		if src.ProviderRef == nil {
+			gates[i].refused = tenancy.Unreferenced(src, r.Config.AllowSourcesWithoutProvider)
+			continue
+		}
+		if ns == nil {
+			n := &corev1.Namespace{}
+			if err := r.Get(ctx, client.ObjectKey{Name: xb.Namespace}, n); err != nil {
+				return nil, readFailed("reading namespace "+xb.Namespace, err)
+			}
+			ns = &tenancy.Namespace{Name: n.Name, Labels: n.Labels}
+		}
+		bp := &v1alpha1.BackendProvider{}
+		switch err := r.Get(ctx, client.ObjectKey{Name: src.ProviderRef.Name}, bp); {
+		case apierrors.IsNotFound(err):
+			bp = nil
+		case err != nil:
+			return nil, readFailed("reading BackendProvider "+src.ProviderRef.Name, err)
+		}
+		if gates[i].refused = tenancy.Admit(bp, *ns, src); gates[i].refused != nil {
+			continue
+		}
+		gates[i].allowed, gates[i].restricted = tenancy.AllowedPrefixes(bp)
+		gates[i].conn, gates[i].unusable = r.connections.Connection(ctx, bp)
+	}
+	return gates, nil
+}

@@ -1,0 +1,59 @@
+package externalbackend
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/backendslice/backendslice/internal/coalesce"
+)
+
+// Config is the controller's configuration, from its flags.
+type Config struct {
+	// MaxEndpointsPerSlice applies where the spec sets none.
+	MaxEndpointsPerSlice int32
+	// DefaultDrainPeriod applies where the spec sets none.
+	DefaultDrainPeriod time.Duration
+	// DeniedPrefixes are networks no endpoint may be in.
+	DeniedPrefixes []netip.Prefix
+	// DeniedNames are DNS names no FQDN endpoint may have ("*.x" for all under x).
+	DeniedNames []string
+	// ClusterDomain is the cluster's DNS domain (kubelet's --cluster-domain,
+	// "cluster.local" by default): no FQDN endpoint may be in it or end in
+	// .svc or .pod, which would point a Service back into the cluster.
+	ClusterDomain string
+	// ResolveTimeout bounds one provider call.
+	ResolveTimeout time.Duration
+	// ReconcileTimeout bounds one whole reconcile: the sources (resolved at
+	// once), the reads and the writes; the status patch has its own.
+	ReconcileTimeout time.Duration
+	// AllowSourcesWithoutProvider lets a source that names no
+	// BackendProvider publish through the controller's own connections
+	// (its flags), as before BackendProviders existed. Off, such a source
+	// is refused: only the platform team's providers can be used.
+	AllowSourcesWithoutProvider bool
+	// DenyPodCIDRs refuses endpoints in the Nodes' Pod ranges
+	// (spec.podCIDRs), read and watched: opt-in, as it reads Nodes.
+	DenyPodCIDRs bool
+	// Namespace is the controller's own: the only one whose Secrets it
+	// reads (those BackendProviders name).
+	Namespace string
+	// SoleWriter says no other instance writes our slices (leader election
+	// is on): a pass that places endpoints then trusts its cache once the
+	// cache shows its own writes, instead of listing the slices past it.
+	SoleWriter bool
+	// Coalesce folds bursts of provider changes into one write; off when
+	// its quiet time is zero.
+	Coalesce coalesce.Window
+}
+
+// DefaultDeniedCIDRs are the cloud metadata addresses that the API server
+// does not already reject (it rejects 169.254.0.0/16 as link-local): AWS's
+// IPv6 instance metadata and Alibaba Cloud's metadata service.
+func DefaultDeniedCIDRs() []string { return []string{"fd00:ec2::254/128", "100.100.100.200/32"} }
+
+// DefaultDeniedNames are metadata service names an FQDN endpoint must not aim at.
+func DefaultDeniedNames() []string { return []string{"metadata.google.internal", "metadata.goog"} }
+
+// DefaultReconcileTimeout bounds one reconcile unless configured: the
+// longest provider call (--resolve-timeout, 10s by default) plus the writes.
+const DefaultReconcileTimeout = 30 * time.Second

@@ -1,0 +1,15 @@
+// Package externalbackend holds the ExternalBackend reconciler. Each pass
+// runs a short list of steps, one file each, every step taking what the one
+// before returned:
+//
+//	admit.go        which sources may publish, and through which connection
+//	resolve.go      ask the admitted sources' providers, hold failing ones
+//	observe.go      read the Service and our slices from the cache
+//	publication.go  normalise, drain, probe and coalesce: what to publish
+//	service.go      write the selectorless Service
+//	slices.go       plan and write the EndpointSlices
+//	status.go       patch status once, from the pure summary in summarize.go
+//
+// What the controller remembers of a backend between passes is one record
+// (state.go), dropped whole when the backend goes.
+package externalbackend

@@ -1,0 +1,192 @@
+package externalbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-playground/validator/v10"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/coalesce"
+	"github.com/backendslice/backendslice/internal/connections"
+	"github.com/backendslice/backendslice/providers"
+)
+
+// errRecreating says the Service was deleted to be created again (its
+// primary family or headlessness changed): the next pass creates it, once
+// garbage collection has taken the old one's slices.
+var errRecreating = errors.New("the Service is being recreated")
+
+// Reconciler keeps the Service and EndpointSlices of each ExternalBackend true.
+type Reconciler struct {
+	client.Client
+	// APIReader reads past the cache, for objects the cache does not hold.
+	APIReader client.Reader
+	Events    events.EventRecorder
+	Providers *providers.Registry
+	Config    Config
+	Metrics   *Metrics
+	Clock     clock.PassiveClock
+	// Waker carries provider and prober wake-ups; nil when nothing pushes.
+	Waker *ChannelWaker
+	// Prober checks the endpoints of probed sources; nil in render.
+	Prober Prober
+	// Workers is how many backends are reconciled at once.
+	Workers int
+
+	validate *validator.Validate
+	// connections reads BackendProviders and their Secrets.
+	connections connections.Reader
+	// families tells which IP families the cluster serves, and its Service ranges.
+	families clusterNetworks
+	// known holds each source's last answer, by source name.
+	known *byName[map[string]lastAnswer]
+	// drains holds when each draining endpoint started to drain.
+	drains *byName[[]v1alpha1.DrainingEndpoint]
+	// bursts holds the coalescing window's state.
+	bursts *byName[coalesce.State]
+	// written holds each backend's status as this process last wrote or
+	// read it live: a cached copy that shows another status may be older
+	// than our own last status patch (see load).
+	written *byName[statusSeen]
+	// ledger tells whether the cache shows every slice of a backend.
+	ledger *sliceLedger
+	// own tells the watch events of our own writes from others', by kind.
+	own map[string]writeTracker
+	// again spaces out the passes that must look again soon (a Service
+	// being recreated): they go through a rate limiter, never a fixed short
+	// delay, so that nothing can spin.
+	again workqueue.TypedRateLimiter[types.NamespacedName]
+}
+
+// +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends,verbs=list;watch
+// +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends/status,verbs=patch
+// +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=services/finalizers,verbs=update
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile loads the ExternalBackend, runs the steps and patches status once.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	start := r.Clock.Now()
+	xb, err := r.load(ctx, req.NamespacedName)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			r.release(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !xb.DeletionTimestamp.IsZero() {
+		// Owner references let garbage collection remove the Service and slices.
+		r.release(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	before := xb.DeepCopy()
+	var rep passResult
+	defer func() {
+		var requeueAfter time.Duration
+		requeueAfter, retErr = r.writeStatus(ctx, before, xb, rep)
+		r.Metrics.reconciled(retErr, r.Clock.Since(start))
+		if retErr == nil {
+			res.RequeueAfter = requeueAfter
+		}
+	}()
+	if xb.Spec.Suspend {
+		// Nothing is resolved while suspended: watches and listings go.
+		r.Providers.Forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	if err := validateSpec(r.validate, xb); err != nil {
+		r.Providers.Forget(req.NamespacedName)
+		rep.specErr = err
+		return ctrl.Result{}, nil
+	}
+	// One deadline for the whole pass, so that no source, read or write can
+	// hold a worker for longer.
+	ctx, cancel := context.WithTimeout(ctx, r.Config.ReconcileTimeout)
+	defer cancel()
+	rep = r.sync(ctx, xb)
+	if errors.Is(rep.syncErr, errRecreating) {
+		rep.requeueAfter = earliest(rep.requeueAfter, r.again.When(req.NamespacedName))
+	} else {
+		r.again.Forget(req.NamespacedName)
+	}
+	return ctrl.Result{}, nil
+}
+
+// sync runs the steps, each taking what the one before returned: admit
+// the sources, resolve them, read what is published, decide what to publish, write the
+// Service, write the slices.
+func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) passResult {
+	gates, err := r.admit(ctx, xb)
+	if err != nil {
+		return passResult{syncErr: err}
+	}
+	res := r.resolveSources(ctx, xb, gates)
+	rep := passResult{results: res.results, requeueAfter: res.refreshAfter}
+	seen, err := r.observe(ctx, xb)
+	if err != nil {
+		rep.syncErr = err
+		return rep
+	}
+	rep.served = seen.served
+	pub := r.publication(ctx, xb, res, seen)
+	rep.publication = pub
+	rep.requeueAfter = earliest(rep.requeueAfter, pub.requeueAfter)
+	svc, created, err := r.ensureService(ctx, xb, pub, seen.service)
+	if err != nil {
+		rep.syncErr = err
+		return rep
+	}
+	rep.slices, rep.syncErr = r.syncSlices(ctx, xb, svc, created, pub, seen)
+	return rep
+}
+
+// release forgets what the controller keeps for a backend that is gone.
+func (r *Reconciler) release(key types.NamespacedName) {
+	r.Metrics.forget(key.Namespace, key.Name)
+	r.known.forget(key)
+	r.bursts.forget(key)
+	r.drains.forget(key)
+	r.written.forget(key)
+	r.ledger.forget(key)
+	r.again.Forget(key)
+	r.Providers.Forget(key)
+	if r.Prober != nil {
+		r.Prober.Sync(key, nil)
+	}
+}
+
+// event records an event about the ExternalBackend.
+func (r *Reconciler) event(xb *v1alpha1.ExternalBackend, kind, reason, action, note string, args ...any) {
+	r.Events.Eventf(xb, nil, kind, reason, action, note, args...)
+}
+
+// errRead marks a failed read, so that status tells it from a failed write.
+type errRead struct{ err error }
+
+func (e errRead) Error() string { return e.err.Error() }
+func (e errRead) Unwrap() error { return e.err }
+
+// readFailed wraps a read error with what was being read.
+func readFailed(what string, err error) error {
+	return errRead{fmt.Errorf("%s: %w", what, err)}
+}
+
+// earliest is the sooner of two delays, where zero means never.
+func earliest(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
+}

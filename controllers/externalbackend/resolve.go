@@ -1,0 +1,179 @@
+package externalbackend
+
+import (
+	"context"
+	"encoding/json"
+	"hash/fnv"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/publish"
+	"github.com/backendslice/backendslice/providers"
+)
+
+// lastAnswer is what a source last said, kept between reconciles so that a
+// failing source keeps publishing it.
+type lastAnswer struct {
+	// spec is a hash of the source's spec when it answered: an answer
+	// stands only for the spec that produced it, so a source edited while
+	// it fails does not keep publishing its old target.
+	spec uint64
+	// endpoints are the answer; nil for a gone backend.
+	endpoints []providers.Endpoint
+	// unknown means the source has failed ever since this controller
+	// started: what it published before is only in the slices, mixed with
+	// the other sources' endpoints.
+	unknown bool
+}
+
+// resolved is what the sources said, as the rest of the reconcile uses it.
+type resolved struct {
+	// results of each source, in spec order; a failing source's result
+	// carries its held answer.
+	results []publish.SourceResult
+	// holdVanished keeps every published endpoint that no answer has: a
+	// source that has failed since the controller started may own it.
+	holdVanished bool
+	// refreshAfter is the earliest time a provider wants to be asked again.
+	refreshAfter time.Duration
+	// withdrawn are the addresses that sources refused by admission
+	// published: they leave at once, neither held nor drained.
+	withdrawn sets.Set[string]
+	// gates are what admission decided for each source.
+	gates []sourceAdmission
+}
+
+// mayPublish tells whether some source that admission lets publish may
+// publish e: one without allowedCIDRs, or one whose allowedCIDRs hold it.
+// What none may publish leaves at once, whatever published it before:
+// the answer of a revoked source is not remembered after a restart, and
+// an endpoint already draining is in no answer.
+func (res resolved) mayPublish(e publish.Endpoint) bool {
+	addr, err := netip.ParseAddr(e.Address)
+	for _, g := range res.gates {
+		switch {
+		case g.refused != nil:
+		case !g.restricted:
+			return true
+		case err == nil && slices.ContainsFunc(g.allowed, func(p netip.Prefix) bool { return p.Contains(addr) }):
+			return true
+		}
+	}
+	return false
+}
+
+// sourceHash identifies a source's spec. Marshalling a typed struct cannot fail.
+func sourceHash(src v1alpha1.Source) uint64 {
+	b, _ := json.Marshal(src)
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return h.Sum64()
+}
+
+// resolveSources asks every admitted source for its endpoints (gates come
+// from admit), all at once so that slow sources cost the time of the
+// slowest, not their sum. A failing source does not stop the others: it
+// keeps its last answer for the same spec. A refused source is asked
+// nothing, and what it published is withdrawn.
+func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBackend, gates []sourceAdmission) resolved {
+	key := client.ObjectKeyFromObject(xb)
+	previous, _ := r.known.get(key)
+	type reply struct {
+		res providers.Result
+		err error
+	}
+	replies := make([]reply, len(xb.Spec.Sources))
+	var wg sync.WaitGroup
+	var admitted []v1alpha1.Source
+	for i, src := range xb.Spec.Sources {
+		g := gates[i]
+		switch {
+		case g.refused != nil:
+			replies[i].err = providers.Terminalf(v1alpha1.ReasonProviderNotAdmitted, "%s (rule %s)", g.refused.Message, g.refused.Rule)
+			continue
+		case g.unusable != nil:
+			// Held like any failing provider's answer, but its watches
+			// go: they would query with a connection that no longer is.
+			replies[i].err = providers.Terminalf(v1alpha1.ReasonProviderNotAvailable,
+				"spec.sources[%s].providerRef: %v; the platform team must fix the BackendProvider (kubectl get bp %s)", src.Name, g.unusable, src.ProviderRef.Name)
+			continue
+		}
+		admitted = append(admitted, src)
+		wg.Go(func() {
+			rctx, cancel := context.WithTimeout(ctx, r.Config.ResolveTimeout)
+			defer cancel()
+			res, err := r.Providers.Resolve(rctx, providers.Request{
+				Namespace: xb.Namespace, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes, Connection: g.conn,
+			})
+			replies[i] = reply{res, err}
+		})
+	}
+	wg.Wait()
+
+	out := resolved{withdrawn: sets.New[string](), gates: gates}
+	answers := make(map[string]lastAnswer, len(xb.Spec.Sources))
+	for i, src := range xb.Spec.Sources {
+		res, err := replies[i].res, replies[i].err
+		spec := sourceHash(src)
+		result := publish.SourceResult{Name: src.Name, Endpoints: res.Endpoints, Err: err,
+			Allowed: gates[i].allowed, Restricted: gates[i].restricted}
+		if gates[i].refused != nil {
+			// Not held, unlike a failing provider's: the platform team
+			// took the access away.
+			for _, e := range previous[src.Name].endpoints {
+				out.withdrawn.Insert(canonicalAddress(e.Address))
+			}
+			answers[src.Name] = lastAnswer{spec: spec}
+			out.results = append(out.results, result)
+			continue
+		}
+		switch {
+		case err == nil:
+			answers[src.Name] = lastAnswer{spec: spec, endpoints: res.Endpoints}
+		case providers.AsError(err).Gone:
+			// The backend is gone: what it published drains.
+			answers[src.Name] = lastAnswer{spec: spec}
+		default:
+			last, ok := previous[src.Name]
+			switch {
+			case !ok || (last.unknown && last.spec == spec):
+				// Failing since the controller started: hold what the slices
+				// publish, for as long as the failure lasts.
+				last = lastAnswer{spec: spec, unknown: true}
+				out.holdVanished = true
+			case last.spec != spec:
+				// Edited while failing: the old target's endpoints drain.
+				last = lastAnswer{spec: spec}
+			default:
+				result.Endpoints, result.Held = last.endpoints, true
+			}
+			answers[src.Name] = last
+		}
+		if err == nil || providers.AsError(err).Gone {
+			// A gone backend may come back: look again when the provider says.
+			out.refreshAfter = earliest(out.refreshAfter, res.RefreshAfter)
+		}
+		out.results = append(out.results, result)
+	}
+	r.known.set(key, answers)
+	// Providers keep watches and listings only for admitted sources.
+	r.Providers.Forget(key, admitted...)
+	return out
+}
+
+// canonicalAddress is an address as normalisation publishes it, so that a
+// provider's answer can be matched with a published endpoint.
+func canonicalAddress(a string) string {
+	if ip, err := netip.ParseAddr(a); err == nil {
+		return ip.Unmap().String()
+	}
+	return strings.ToLower(strings.TrimSuffix(a, "."))
+}

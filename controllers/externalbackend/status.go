@@ -1,0 +1,155 @@
+package externalbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/publish"
+)
+
+// passResult is what one reconcile found and did, as the steps returned it:
+// status, events and the next look are decided from it alone.
+type passResult struct {
+	// specErr is set when the spec is invalid; nothing was resolved or written.
+	specErr error
+	// results of each source, in spec order.
+	results []publish.SourceResult
+	// publication is what was to be published.
+	publication
+	// slices is how many slices are ours after the writes.
+	slices int32
+	// syncErr is set when reading or writing the Service or slices
+	// failed; a failed read is an errRead.
+	syncErr error
+	// served are the families the cluster serves, for messages.
+	served sets.Set[corev1.IPFamily]
+	// requeueAfter is when a provider, a drain or the coalescing window
+	// wants another look.
+	requeueAfter time.Duration
+}
+
+// writeStatus writes status and events from the report, patches status once,
+// and says when to look again: transient failures return an error (retried
+// with backoff), terminal ones wait for a change.
+func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.ExternalBackend, rep passResult) (time.Duration, error) {
+	wasReady := metav1.ConditionStatus("")
+	if c := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		wasReady = c.Status
+	}
+	out := summarize(factsOf(xb.Spec.Suspend, rep, wasReady))
+	xb.Status.ServiceName = serviceName(xb)
+	if !xb.Spec.Suspend && rep.specErr == nil {
+		xb.Status.Sources = sourceStatuses(before.Status.Sources, xb.Spec.Sources, rep.results, r.Clock.Now())
+		if rep.syncErr == nil {
+			xb.Status.Endpoints = countEndpoints(rep.endpoints)
+			xb.Status.Endpoints.NotServed = int32(rep.notServed.Total())
+			xb.Status.Endpoints.ProbeFailing = int32(rep.probes.Failing)
+			xb.Status.Dropped = capList(rep.dropped, maxDropped)
+			xb.Status.Draining = capList(rep.draining, maxDraining)
+			xb.Status.Slices = rep.slices
+		}
+	}
+	for _, c := range out.conditions {
+		c.ObservedGeneration = xb.Generation
+		meta.SetStatusCondition(&xb.Status.Conditions, c)
+	}
+	if out.removeStalled {
+		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionStalled)
+	}
+	if c, ok := probedCondition(rep.probes); ok && !xb.Spec.Suspend && rep.specErr == nil {
+		c.ObservedGeneration = xb.Generation
+		meta.SetStatusCondition(&xb.Status.Conditions, c)
+	} else if !ok {
+		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionProbed)
+	}
+	if out.final {
+		xb.Status.ObservedGeneration = xb.Generation
+	}
+	log.FromContext(ctx).V(1).Info("reconciled", "endpoints", xb.Status.Endpoints.Total,
+		"ready", xb.Status.Endpoints.Ready, "slices", xb.Status.Slices, "requeueAfter", rep.requeueAfter)
+	r.announce(before, xb)
+	r.Metrics.endpoints(xb)
+	if err := r.patchStatus(ctx, before, xb, rep.results); err != nil {
+		return 0, errors.Join(out.retry, fmt.Errorf("patching status: %w", err))
+	}
+	return earliest(rep.requeueAfter, out.recheck), out.retry
+}
+
+// patchStatus sends the status change, if there is one: a reconcile that
+// changed nothing, such as the one our own slice writes trigger, costs the
+// API server no request. A status written anyway carries the sources'
+// success times of this pass (results). It has a deadline of its own, so
+// that a pass that ran out of time still reports why.
+func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.ExternalBackend, results []publish.SourceResult) error {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+		return nil
+	}
+	refreshSuccessTimes(after.Status.Sources, results, r.Clock.Now())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
+	defer cancel()
+	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.written.set(client.ObjectKeyFromObject(after), seenStatus(after))
+	return nil
+}
+
+// statusPatchTimeout bounds the status patch that ends every reconcile.
+const statusPatchTimeout = 10 * time.Second
+
+// announce emits an event when the Ready or Probed condition, or the set
+// of dropped addresses, changes, so that each is told once, not at every
+// retry; a backend that is Ready from its first pass gets none.
+func (r *Reconciler) announce(before, after *v1alpha1.ExternalBackend) {
+	if len(after.Status.Dropped) > 0 && !slices.Equal(before.Status.Dropped, after.Status.Dropped) {
+		d := after.Status.Dropped[0]
+		r.event(after, corev1.EventTypeWarning, v1alpha1.ReasonAddressesDropped, "Resolve",
+			"%d address(es) not published, first %s from source %s: %s; status.dropped lists them",
+			len(after.Status.Dropped), d.Address, d.Source, d.Reason)
+	}
+	if n := after.Status.Endpoints.NotServed; n > 0 && n != before.Status.Endpoints.NotServed {
+		r.event(after, corev1.EventTypeWarning, v1alpha1.ReasonFamilyNotServed, "Resolve",
+			"%d endpoint(s) not published: this cluster gives Services no addresses of their IP family; the Resolved condition names it", n)
+	}
+	if now, was := reasonOf(after, v1alpha1.ConditionProbed), reasonOf(before, v1alpha1.ConditionProbed); changedWorthTelling(was, now, false) {
+		r.event(after, eventType(now), now.Reason, "Probe", "%s", now.Message)
+	}
+	if now, was := reasonOf(after, v1alpha1.ConditionReady), reasonOf(before, v1alpha1.ConditionReady); changedWorthTelling(was, now, true) {
+		r.event(after, eventType(now), now.Reason, "Reconcile", "%s", now.Message)
+	}
+}
+
+// changedWorthTelling says whether a condition's change from was to now
+// deserves an event: any change to not True, and a recovery to True. A
+// condition that starts True says nothing went wrong, which is no news
+// worth an API write per new backend. byMessage counts a new message as a
+// change.
+func changedWorthTelling(was, now *metav1.Condition, byMessage bool) bool {
+	switch {
+	case now == nil:
+		return false
+	case was == nil:
+		return now.Status != metav1.ConditionTrue
+	}
+	return was.Status != now.Status || was.Reason != now.Reason || (byMessage && was.Message != now.Message)
+}
+
+// eventType is Normal for a True condition, else Warning.
+func eventType(c *metav1.Condition) string {
+	if c.Status == metav1.ConditionTrue {
+		return corev1.EventTypeNormal
+	}
+	return corev1.EventTypeWarning
+}

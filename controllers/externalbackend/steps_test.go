@@ -1,0 +1,373 @@
+package externalbackend
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/coalesce"
+	"github.com/backendslice/backendslice/internal/publish"
+	"github.com/backendslice/backendslice/internal/sliceplan"
+	"github.com/backendslice/backendslice/internal/tenancy"
+	"github.com/backendslice/backendslice/providers"
+)
+
+// The steps of one pass are tested here one at a time, each given the
+// values the step before it returns; the end-to-end suites run them
+// together on a real API server.
+
+// stepBackend is a dual-stack backend with one port, at generation 2,
+// status observed at observed.
+func stepBackend(observed int64) *v1alpha1.ExternalBackend {
+	xb := testBackend()
+	xb.Generation = 2
+	xb.Status.ObservedGeneration = observed
+	xb.Spec.AddressTypes = []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4, v1alpha1.AddressTypeIPv6}
+	xb.Spec.DrainPeriod = &metav1.Duration{Duration: 30 * time.Second}
+	xb.Spec.Service.Ports = []v1alpha1.ServicePort{{Name: "pg", Port: 5432, TargetPort: ptr.To[int32](5432), Protocol: "TCP"}}
+	return xb
+}
+
+// stepReconciler is a reconciler with what publication and syncSlices use,
+// on clock and, where given, a fake client.
+func stepReconciler(t *testing.T, clock *clocktesting.FakeClock, cfg Config, c client.Client) *Reconciler {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxEndpointsPerSlice = 100
+	return &Reconciler{Client: c, APIReader: c, Config: cfg, Clock: clock, Metrics: m,
+		drains: newByName[[]v1alpha1.DrainingEndpoint](), bursts: newByName[coalesce.State](),
+		own: newOwnWritesByKind(), ledger: newSliceLedger()}
+}
+
+// answer is one source's answer of serving endpoints.
+func answer(addrs ...string) resolved {
+	var eps []providers.Endpoint
+	for _, a := range addrs {
+		eps = append(eps, providers.Endpoint{Address: a, Serving: true})
+	}
+	return resolved{results: []publish.SourceResult{{Name: "s", Endpoints: eps}}, gates: []sourceAdmission{{}}}
+}
+
+// restrictedTo is res with its one source restricted to cidr, as through
+// a BackendProvider with allowedCIDRs.
+func restrictedTo(res resolved, cidr string) resolved {
+	allowed := []netip.Prefix{netip.MustParsePrefix(cidr)}
+	res.gates = []sourceAdmission{{restricted: true, allowed: allowed}}
+	res.results[0].Restricted, res.results[0].Allowed = true, allowed
+	return res
+}
+
+// published is what our slices of xb's Service show for addrs, as the
+// planner writes them.
+func published(t *testing.T, xb *v1alpha1.ExternalBackend, svc *corev1.Service, eps ...publish.Endpoint) []discoveryv1.EndpointSlice {
+	t.Helper()
+	plan := sliceplan.Compute(sliceplan.Input{
+		Template: sliceplan.Template{Namespace: xb.Namespace, ServiceName: svc.Name, Labels: sliceLabels(xb, svc.Name),
+			Owner: ownerRef(svc, corev1.SchemeGroupVersion.WithKind("Service"))},
+		Desired:              publish.Groups(eps),
+		MaxEndpointsPerSlice: 100,
+	})
+	var out []discoveryv1.EndpointSlice
+	for _, s := range plan.Create {
+		s.UID, s.ResourceVersion = "slice-uid", "1"
+		out = append(out, *s)
+	}
+	return out
+}
+
+func servedEndpoint(t discoveryv1.AddressType, addr string, port int32) publish.Endpoint {
+	return publish.Endpoint{AddressType: t, Address: addr, Serving: true,
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}}}
+}
+
+// TestPublication takes publication through its cases: what the sources
+// said, what the slices show, and what it returns to the steps after it.
+func TestPublication(t *testing.T) {
+	now := time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
+	both := sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol)
+	ipv4Only := sets.New(corev1.IPv4Protocol)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "db", UID: "svc-uid"}}
+	old := servedEndpoint(discoveryv1.AddressTypeIPv4, "192.0.2.9", 5432)
+	type want struct {
+		addresses []string // published, in order
+		draining  []string
+		dropped   []string
+		families  []v1alpha1.AddressType
+		notServed int
+		held      bool
+		requeue   time.Duration
+	}
+	for _, c := range []struct {
+		name     string
+		cfg      Config
+		observed int64 // the backend's status.observedGeneration (2 is current)
+		answer   resolved
+		slices   []publish.Endpoint
+		served   sets.Set[corev1.IPFamily]
+		want     want
+	}{
+		{name: "both families, both served", observed: 2, served: both,
+			answer: answer("192.0.2.1", "2001:db8::1"),
+			want:   want{addresses: []string{"192.0.2.1", "2001:db8::1"}, families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
+		{name: "single-stack cluster: IPv6 left out and counted, and no IPv6 family", observed: 2, served: ipv4Only,
+			answer: answer("192.0.2.1", "2001:db8::1"),
+			want:   want{addresses: []string{"192.0.2.1"}, families: []v1alpha1.AddressType{"IPv4"}, notServed: 1}},
+		{name: "a denied address is dropped with a reason", observed: 2, served: both,
+			cfg:    Config{DeniedPrefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/28")}},
+			answer: answer("192.0.2.1", "192.0.2.200"),
+			want:   want{addresses: []string{"192.0.2.200"}, dropped: []string{"192.0.2.1"}, families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
+		{name: "a vanished endpoint drains for the drain period", observed: 2, served: both,
+			answer: answer("192.0.2.1"), slices: []publish.Endpoint{old},
+			want: want{addresses: []string{"192.0.2.1", "192.0.2.9"}, draining: []string{"192.0.2.9"},
+				families: []v1alpha1.AddressType{"IPv4", "IPv6"}, requeue: 30 * time.Second}},
+		{name: "a draining endpoint outside the provider's allowedCIDRs leaves at once", observed: 2, served: both,
+			answer: restrictedTo(answer("192.0.2.1"), "192.0.2.0/31"), slices: []publish.Endpoint{old},
+			want: want{addresses: []string{"192.0.2.1"}, families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
+		{name: "every source refused, nothing remembered (a restart): what is published leaves at once", observed: 2, served: both,
+			answer: resolved{results: []publish.SourceResult{{Name: "s", Err: errors.New("refused")}},
+				gates: []sourceAdmission{{refused: &tenancy.Refusal{Message: "refused"}}}},
+			slices: []publish.Endpoint{old},
+			want:   want{families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
+		{name: "coalescing holds a provider change back: the slices' endpoints stay", observed: 2, served: both,
+			cfg:    Config{Coalesce: coalesce.Window{Quiet: time.Second, Max: 5 * time.Second}},
+			answer: answer("192.0.2.1"), slices: []publish.Endpoint{old},
+			want: want{addresses: []string{"192.0.2.9"}, families: []v1alpha1.AddressType{"IPv4", "IPv6"}, held: true, requeue: time.Second}},
+		{name: "coalescing lets a spec change go out at once", observed: 1, served: both,
+			cfg:    Config{Coalesce: coalesce.Window{Quiet: time.Second, Max: 5 * time.Second}},
+			answer: answer("192.0.2.1"), slices: []publish.Endpoint{old},
+			want: want{addresses: []string{"192.0.2.1", "192.0.2.9"}, draining: []string{"192.0.2.9"},
+				families: []v1alpha1.AddressType{"IPv4", "IPv6"}, requeue: 30 * time.Second}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := clocktesting.NewFakeClock(now)
+			r := stepReconciler(t, clock, c.cfg, nil)
+			xb := stepBackend(c.observed)
+			if c.cfg.Coalesce.Enabled() {
+				// The window holds only changes after a first answer went out.
+				r.publication(context.Background(), xb, answer(old.Address), observed{served: c.served})
+			}
+			seen := observed{served: c.served, slices: published(t, xb, svc, c.slices...)}
+			pub := r.publication(context.Background(), xb, c.answer, seen)
+			var got want
+			for _, e := range pub.endpoints {
+				got.addresses = append(got.addresses, e.Address)
+			}
+			for _, d := range pub.draining {
+				got.draining = append(got.draining, d.Address)
+			}
+			for _, d := range pub.dropped {
+				got.dropped = append(got.dropped, d.Address)
+			}
+			got.families, got.notServed, got.held, got.requeue = pub.families, pub.notServed.Total(), pub.held, pub.requeueAfter
+			slices.Sort(got.addresses)
+			if !equalWant(got.addresses, c.want.addresses) || !equalWant(got.draining, c.want.draining) || !equalWant(got.dropped, c.want.dropped) ||
+				!slices.Equal(got.families, c.want.families) || got.notServed != c.want.notServed || got.held != c.want.held || got.requeue != c.want.requeue {
+				t.Errorf("publication:\n got %+v\nwant %+v", got, c.want)
+			}
+		})
+	}
+}
+
+// equalWant compares two lists, nil and empty alike.
+func equalWant(a, b []string) bool { return len(a) == len(b) && (len(a) == 0 || slices.Equal(a, b)) }
+
+// TestSyncSlices takes syncSlices through the cases where the cache and the
+// API server disagree. The fake client stands for the API server's own
+// list; seen is what the cache showed. Whatever the cache missed, every
+// endpoint ends in exactly one slice of ours, a slice we did not make is
+// never written, and a pass with nothing to change writes nothing.
+func TestSyncSlices(t *testing.T) {
+	xb := stepBackend(2)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "db", UID: "svc-uid"}}
+	a := servedEndpoint(discoveryv1.AddressTypeIPv4, "192.0.2.1", 5432)
+	b := servedEndpoint(discoveryv1.AddressTypeIPv4, "192.0.2.2", 5432)
+	handMade := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "db-ipv4-0",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "someone-else"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"198.51.100.1"}}},
+	}
+	for _, c := range []struct {
+		name string
+		// live are the slices the API server holds; cached says whether
+		// the cache shows ours among them.
+		live   []discoveryv1.EndpointSlice
+		other  *discoveryv1.EndpointSlice
+		cached bool
+		want   []publish.Endpoint
+		// writes are the writes expected, as "verb name".
+		writes []string
+	}{
+		{name: "nothing changed: no write", live: published(t, xb, svc, a), cached: true, want: []publish.Endpoint{a},
+			writes: nil},
+		{name: "new backend: one create", want: []publish.Endpoint{a, b}, writes: []string{"create db-ipv4-0"}},
+		{name: "the cache has not shown our slice yet: it is updated, not doubled",
+			live: published(t, xb, svc, a), cached: false, want: []publish.Endpoint{a, b}, writes: []string{"update db-ipv4-0"}},
+		{name: "the cache is current: the endpoint joins our slice",
+			live: published(t, xb, svc, a), cached: true, want: []publish.Endpoint{a, b}, writes: []string{"update db-ipv4-0"}},
+		{name: "someone else's slice holds our name: ours gets a generated one",
+			other: handMade, want: []publish.Endpoint{a}, writes: []string{"create db-ipv4-0", "create db-ipv4-0-*"}},
+		{name: "an endpoint gone: its slice is deleted",
+			live: published(t, xb, svc, a), cached: true, want: nil, writes: []string{"delete db-ipv4-0"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var objs []client.Object
+			for i := range c.live {
+				objs = append(objs, c.live[i].DeepCopy())
+			}
+			if c.other != nil {
+				objs = append(objs, c.other.DeepCopy())
+			}
+			var writes []string
+			cl := fake.NewClientBuilder().WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+				Create: func(ctx context.Context, cl client.WithWatch, o client.Object, opts ...client.CreateOption) error {
+					name := o.GetName()
+					if name == "" {
+						name = o.GetGenerateName() + "*"
+					}
+					writes = append(writes, "create "+name)
+					return cl.Create(ctx, o, opts...)
+				},
+				Update: func(ctx context.Context, cl client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
+					writes = append(writes, "update "+o.GetName())
+					return cl.Update(ctx, o, opts...)
+				},
+				Delete: func(ctx context.Context, cl client.WithWatch, o client.Object, opts ...client.DeleteOption) error {
+					writes = append(writes, "delete "+o.GetName())
+					return cl.Delete(ctx, o, opts...)
+				},
+			}).Build()
+			var otherBefore discoveryv1.EndpointSlice
+			if c.other != nil {
+				if err := cl.Get(context.Background(), client.ObjectKeyFromObject(c.other), &otherBefore); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := stepReconciler(t, clocktesting.NewFakeClock(time.Now()), Config{}, cl)
+			seen := observed{served: sets.New(corev1.IPv4Protocol), taken: sets.New[string]()}
+			if c.cached {
+				var list discoveryv1.EndpointSliceList
+				if err := cl.List(context.Background(), &list); err != nil {
+					t.Fatal(err)
+				}
+				seen.slices, seen.taken = ownedBy(list.Items, svc.Name, svc)
+			}
+			n, err := r.syncSlices(context.Background(), xb, svc, false, publication{endpoints: c.want}, seen)
+			if err != nil {
+				t.Fatalf("syncSlices: %v", err)
+			}
+			if !equalWant(writes, c.writes) {
+				t.Errorf("writes %q, want %q", writes, c.writes)
+			}
+			var after discoveryv1.EndpointSliceList
+			if err := cl.List(context.Background(), &after); err != nil {
+				t.Fatal(err)
+			}
+			ours, _ := ownedBy(after.Items, svc.Name, svc)
+			if int(n) != len(ours) {
+				t.Errorf("syncSlices says %d slices are ours, the API server holds %d", n, len(ours))
+			}
+			count := map[string]int{}
+			for _, s := range ours {
+				for _, e := range s.Endpoints {
+					count[e.Addresses[0]]++
+				}
+			}
+			for _, e := range c.want {
+				if count[e.Address] != 1 {
+					t.Errorf("%s is in %d slices of ours, want 1", e.Address, count[e.Address])
+				}
+			}
+			if len(count) != len(c.want) {
+				t.Errorf("our slices publish %v, want only %d endpoint(s)", count, len(c.want))
+			}
+			if c.other != nil {
+				got := &discoveryv1.EndpointSlice{}
+				if err := cl.Get(context.Background(), client.ObjectKeyFromObject(c.other), got); err != nil {
+					t.Fatal(err)
+				}
+				if got.ResourceVersion != otherBefore.ResourceVersion || !slices.Equal(got.Endpoints[0].Addresses, c.other.Endpoints[0].Addresses) {
+					t.Errorf("the slice we did not make was written: %+v", got)
+				}
+			}
+		})
+	}
+}
+
+// TestCurrentReadsPastAStaleCache: a cached backend older than this
+// process's own last status patch is read again from the API server, since
+// a status diff from the older copy would leave the newer status's fields
+// in place; a cache that caught up, or that shows our status at a later
+// version, costs no read.
+func TestCurrentReadsPastAStaleCache(t *testing.T) {
+	stale := stepBackend(2)
+	stale.Status.Draining = []v1alpha1.DrainingEndpoint{{Address: "192.0.2.9"}}
+	fresh := stale.DeepCopy()
+	fresh.Status.Draining = nil
+	cache := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(stale).Build()
+	var liveReads int
+	// The API server selects by metadata.name itself; the fake needs an index.
+	byName := func(o client.Object) []string { return []string{o.GetName()} }
+	live := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(fresh).
+		WithIndex(&v1alpha1.ExternalBackend{}, "metadata.name", byName).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			liveReads++
+			return c.List(ctx, list, opts...)
+		},
+	}).Build()
+	r := &Reconciler{Client: cache, APIReader: live, written: newByName[statusSeen]()}
+	key := client.ObjectKeyFromObject(stale)
+
+	if _, err := r.load(context.Background(), key); err != nil || liveReads != 0 {
+		t.Fatalf("nothing written yet: %v, %d live reads, want none", err, liveReads)
+	}
+	r.written.set(key, statusSeen{resourceVersion: "our-patch", digest: statusDigest(&fresh.Status)})
+	xb, err := r.load(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if liveReads != 1 || len(xb.Status.Draining) != 0 {
+		t.Fatalf("cache older than our patch: %d live reads, draining %v; want the live copy", liveReads, xb.Status.Draining)
+	}
+	if _, err := r.load(context.Background(), key); err != nil || liveReads != 1 {
+		t.Errorf("cache at the version read live: %v, %d live reads, want no more", err, liveReads)
+	}
+	// A spec edit since our patch: another version, with our status.
+	r.written.set(key, statusSeen{resourceVersion: "our-patch", digest: statusDigest(&stale.Status)})
+	if _, err := r.load(context.Background(), key); err != nil || liveReads != 1 {
+		t.Errorf("cache at a later version showing our status: %v, %d live reads, want no more", err, liveReads)
+	}
+}
+
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

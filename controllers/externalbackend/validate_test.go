@@ -1,0 +1,120 @@
+package externalbackend
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+)
+
+func TestValidateSpec(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	cases := []struct {
+		name        string
+		objName     string
+		serviceName string
+		drain       *metav1.Duration
+		sources     []v1alpha1.Source
+		want        []string // texts the error contains; nil: valid
+		notWant     []string
+	}{
+		{name: "valid default name", objName: "db"},
+		{name: "valid explicit name", objName: long, serviceName: "postgres"},
+		{name: "63 characters", objName: strings.Repeat("a", 63)},
+		{name: "zero drain", objName: "db", drain: &metav1.Duration{}},
+		{name: "positive drain", objName: "db", drain: &metav1.Duration{Duration: time.Minute}},
+		{
+			name: "long default name", objName: long,
+			want:    []string{"spec.service.name", `"` + long + `"`, "DNS-1035", "set spec.service.name"},
+			notWant: []string{"spec.drainPeriod"},
+		},
+		{
+			// A DNS-1123 subdomain is a valid ExternalBackend name but not a Service name.
+			name: "dotted default name", objName: "db.payments",
+			want: []string{"spec.service.name", `"db.payments"`},
+		},
+		{
+			name: "default name starting with a digit", objName: "1db",
+			want: []string{"spec.service.name"},
+		},
+		{
+			name: "negative drain", objName: "db", drain: &metav1.Duration{Duration: -5 * time.Second},
+			want:    []string{"spec.drainPeriod", "-5s", "negative"},
+			notWant: []string{"spec.service.name"},
+		},
+		{
+			name: "both wrong", objName: long, drain: &metav1.Duration{Duration: -time.Second},
+			want: []string{"spec.service.name", "spec.drainPeriod", "; "},
+		},
+		{
+			// Stored before admission refused empty selectors.
+			name: "ec2 source with empty selectors", objName: "db",
+			sources: []v1alpha1.Source{{Name: "vms", AWSEC2: &v1alpha1.AWSEC2Source{
+				Region: "eu-west-1", InstanceIDs: []string{}, Tags: map[string]string{}}}},
+			want:    []string{"spec.sources[vms].awsEC2", "every instance in eu-west-1", "name at least one tag"},
+			notWant: []string{"spec.service.name", "spec.drainPeriod"},
+		},
+		{
+			name: "rds source with empty selectors", objName: "db",
+			sources: []v1alpha1.Source{{Name: "db", AWSRDS: &v1alpha1.AWSRDSSource{Region: "eu-west-1", Tags: map[string]string{}}}},
+			want:    []string{"spec.sources[db].awsRDS", "every DB instance in eu-west-1", "dbInstanceIdentifier"},
+		},
+		{
+			name: "aws sources that select", objName: "db",
+			sources: []v1alpha1.Source{
+				{Name: "vms", AWSEC2: &v1alpha1.AWSEC2Source{Region: "eu-west-1", Tags: map[string]string{"app": "web"}}},
+				{Name: "ids", AWSEC2: &v1alpha1.AWSEC2Source{Region: "eu-west-1", InstanceIDs: []string{"i-01234567"}}},
+				{Name: "one", AWSRDS: &v1alpha1.AWSRDSSource{Region: "eu-west-1", DBInstanceIdentifier: "orders"}},
+				{Name: "aurora", AWSRDS: &v1alpha1.AWSRDSSource{Region: "eu-west-1", DBClusterIdentifier: "orders"}},
+				{Name: "tagged", AWSRDS: &v1alpha1.AWSRDSSource{Region: "eu-west-1", Tags: map[string]string{"app": "orders"}}},
+			},
+		},
+	}
+	v := newValidator()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			xb := &v1alpha1.ExternalBackend{
+				ObjectMeta: metav1.ObjectMeta{Name: c.objName, Namespace: "ns"},
+				Spec: v1alpha1.ExternalBackendSpec{
+					Service:     v1alpha1.ServiceSpec{Name: c.serviceName},
+					DrainPeriod: c.drain,
+					Sources:     c.sources,
+				},
+			}
+			err := validateSpec(v, xb)
+			if c.want == nil {
+				if err != nil {
+					t.Errorf("validateSpec = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("validateSpec = nil, want an error naming %v", c.want)
+			}
+			for _, s := range c.want {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not contain %q", err, s)
+				}
+			}
+			for _, s := range c.notWant {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("error %q contains %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+func TestServiceName(t *testing.T) {
+	xb := &v1alpha1.ExternalBackend{ObjectMeta: metav1.ObjectMeta{Name: "db"}}
+	if got := serviceName(xb); got != "db" {
+		t.Errorf("serviceName = %q, want the object's name", got)
+	}
+	xb.Spec.Service.Name = "postgres"
+	if got := serviceName(xb); got != "postgres" {
+		t.Errorf("serviceName = %q, want spec.service.name", got)
+	}
+}

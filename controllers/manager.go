@@ -1,0 +1,186 @@
+// Package controllers wires the two controllers, externalbackend and
+// backendprovider, into one manager with the prober and the providers. The
+// binary, the demo and the end-to-end tests all run this same wiring.
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/controllers/backendprovider"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
+	"github.com/backendslice/backendslice/probe"
+	"github.com/backendslice/backendslice/providers"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// ManagerOptions configure the manager that runs the controller.
+type ManagerOptions struct {
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	LeaderElection         bool
+	// LeaderElectionNamespace is where the lease lives; empty means the
+	// namespace the controller runs in.
+	LeaderElectionNamespace string
+	// Config is the reconciler's configuration.
+	Config externalbackend.Config
+	// Providers resolve sources.
+	Providers *providers.Registry
+	// Waker carries push providers' wake-ups to the controller; nil when no
+	// provider pushes.
+	Waker *externalbackend.ChannelWaker
+	// SkipNameValidation lets several managers run the controller in one
+	// process (tests of two instances); the binary leaves it false.
+	SkipNameValidation bool
+	// MetricsRegistry takes our metrics; nil means controller-runtime's.
+	MetricsRegistry ctrlmetrics.RegistererGatherer
+	// Concurrency is how many backends are reconciled at once; zero means
+	// DefaultConcurrency.
+	Concurrency int
+	// ProbeDial opens the probes' connections; nil dials from the
+	// controller's own network (tests dial from a network namespace).
+	ProbeDial probe.Dialer
+	// ProbeConcurrency bounds the probes in flight; zero means
+	// probe.DefaultConcurrency.
+	ProbeConcurrency int
+	// KubeAPIQPS and KubeAPIBurst limit the controller's requests to the
+	// API server; zero keeps the rest config's own limits.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+}
+
+// DefaultConcurrency is how many backends are reconciled at once unless
+// told otherwise. A reconcile mostly waits: on providers, and on the API
+// server's consistent reads before it places endpoints.
+const DefaultConcurrency = 4
+
+// NewScheme is the scheme of every object the controller reads or writes.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewManager builds a manager running the ExternalBackend controller. The
+// binary, the demo and the end-to-end tests all run this same wiring.
+func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	cacheOpts, err := externalbackend.CacheOptions(opts.Config.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if opts.KubeAPIQPS != 0 || opts.KubeAPIBurst != 0 {
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS = cmp.Or(opts.KubeAPIQPS, cfg.QPS)
+		cfg.Burst = cmp.Or(opts.KubeAPIBurst, cfg.Burst)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        "backendslice-controller.backendslice.io",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// Leaving at once on shutdown lets the next leader start sooner.
+		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipNameValidation)},
+		Cache:                         cacheOpts,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	reg := opts.MetricsRegistry
+	if reg == nil {
+		reg = ctrlmetrics.Registry
+	}
+	metrics, err := externalbackend.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	// The prober wakes backends whose verdicts change, whether or not a
+	// provider pushes.
+	waker := opts.Waker
+	if waker == nil {
+		waker = externalbackend.NewChannelWaker()
+	}
+	probeMetrics, err := probe.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering probe metrics: %w", err)
+	}
+	prober := probe.New(probe.Options{Dial: opts.ProbeDial, Concurrency: opts.ProbeConcurrency, Waker: waker, Metrics: probeMetrics})
+	if err := mgr.Add(prober); err != nil {
+		return nil, err
+	}
+	rcfg := withDefaults(opts.Config)
+	// Leader election makes this process the one writer of our slices.
+	rcfg.SoleWriter = rcfg.SoleWriter || opts.LeaderElection
+	r := &externalbackend.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Events:    mgr.GetEventRecorder("backendslice"),
+		Providers: opts.Providers,
+		Config:    rcfg,
+		Metrics:   metrics,
+		Waker:     waker,
+		Prober:    prober,
+		Workers:   cmp.Or(opts.Concurrency, DefaultConcurrency),
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up controller: %w", err)
+	}
+	bp := &backendprovider.Reconciler{Client: mgr.GetClient(), Namespace: rcfg.Namespace}
+	if err := bp.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the BackendProvider status controller: %w", err)
+	}
+	if err := mgr.Add(stopProviders(opts.Providers, waker)); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// stopProviders stops the providers' watches and listings when the manager
+// stops. The waker stops first: a watch waiting to wake a backend would
+// otherwise wait for a controller that no longer takes wake-ups.
+func stopProviders(reg *providers.Registry, waker *externalbackend.ChannelWaker) manager.Runnable {
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		if waker != nil {
+			waker.Stop()
+		}
+		reg.Close()
+		return nil
+	})
+}
+
+// withDefaults fills the settings a caller may leave zero.
+func withDefaults(c externalbackend.Config) externalbackend.Config {
+	c.ReconcileTimeout = cmp.Or(c.ReconcileTimeout, externalbackend.DefaultReconcileTimeout)
+	c.ClusterDomain = cmp.Or(c.ClusterDomain, "cluster.local")
+	return c
+}
