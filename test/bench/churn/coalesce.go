@@ -14,7 +14,7 @@ import (
 	"github.com/backendslice/backendslice/internal/publish"
 )
 
-// The coalescing window (controllers/coalesce) is measured on the flapping
+// The coalescing window (internal/coalesce) is measured on the flapping
 // sequence by a discrete-event simulation of the controller on a virtual
 // clock: every step of the sequence is a provider change arriving a fixed gap
 // after the one before, and the window decides, at every reconcile, whether

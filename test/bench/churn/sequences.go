@@ -1,6 +1,6 @@
 // Package churn measures EndpointSlice churn: it replays seeded, scripted
 // changes of a backend's endpoints through two writers, ours (the planner in
-// controllers/endpointslices) and the upstream EndpointSlice reconciler
+// internal/sliceplan) and the upstream EndpointSlice reconciler
 // (k8s.io/endpointslice), each on its own client-go fake, and counts the
 // creates, updates, deletes and bytes each one writes, next to the floor: the
 // fewest writes any writer could have made from our slices.

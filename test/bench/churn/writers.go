@@ -59,7 +59,7 @@ func service(dual bool) *corev1.Service {
 }
 
 // ours runs our planner and applies its plan in the controller's order:
-// creates, then updates, then deletes (controllers/slices.go).
+// creates, then updates, then deletes (controllers/externalbackend/slices.go).
 type ours struct {
 	server *apiServer
 	dual   bool

@@ -117,7 +117,7 @@ func writePoints(p func(string, ...any), what string, points []point) {
 func (r report) writeCaches(p func(string, ...any), fleet, big string) {
 	p("### The cache transforms, side by side")
 	p("")
-	p("The controller's manager caches ExternalBackends, and its own Services and EndpointSlices (a label selector keeps a cluster's others out), through transforms (`controllers/trim.go`) that drop what it never reads:")
+	p("The controller's manager caches ExternalBackends, and its own Services and EndpointSlices (a label selector keeps a cluster's others out), through transforms (`controllers/externalbackend/cache.go`) that drop what it never reads:")
 	p("")
 	p("- ExternalBackend: all of `metadata.managedFields`, and the `kubectl.kubernetes.io/last-applied-configuration` annotation.")
 	p("- Service and EndpointSlice: the field sets (`fieldsV1`) of `metadata.managedFields`, which name every field it was written with; who wrote the object (manager, operation, time) is kept, as the controller reads it to re-adopt its objects.")
