@@ -75,11 +75,15 @@ func Drain(in DrainInput) DrainResult {
 		if in.Period <= 0 {
 			continue
 		}
+		// Status keeps whole seconds: a new drain starts at the next one, so
+		// that the time read back never cuts it short. A recorded start
+		// later than that (a slice annotation or status edited by hand, or
+		// a clock that went back) is clamped to it: no record can hold an
+		// endpoint for longer than one drain period from now.
+		first := metav1.NewTime(ceilSecond(in.Now))
 		start, ok := since[e.Address]
-		if !ok {
-			// Status keeps whole seconds: start at the next one, so that the
-			// time read back never cuts the drain short.
-			start = metav1.NewTime(ceilSecond(in.Now))
+		if !ok || start.After(first.Time) {
+			start = first
 		}
 		left := start.Add(in.Period).Sub(in.Now)
 		if left <= 0 {

@@ -69,6 +69,15 @@ func TestDrain(t *testing.T) {
 			wantExpiry:   20 * time.Second,
 		},
 		{
+			name:         "a start in the future is clamped to now",
+			published:    []Endpoint{v4("192.0.2.2", true, false)},
+			draining:     []v1alpha1.DrainingEndpoint{record("192.0.2.2", -1000*time.Hour)},
+			period:       period,
+			want:         []Endpoint{v4("192.0.2.2", true, true)},
+			wantDraining: []v1alpha1.DrainingEndpoint{record("192.0.2.2", 0)},
+			wantExpiry:   period,
+		},
+		{
 			name:      "expired drain removed",
 			published: []Endpoint{v4("192.0.2.2", true, true)},
 			draining:  []v1alpha1.DrainingEndpoint{record("192.0.2.2", 31*time.Second)},
