@@ -148,7 +148,8 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 	if err != nil {
 		return providers.Result{}, failure(req.Source.Name, src.Service, w.conn.who, err)
 	}
-	return providers.Result{Endpoints: endpointsOf(ins, src.OnlyPassing, src.ZoneMetaKey)}, nil
+	sel := selection{tags: src.Tags, nodeMeta: src.NodeMeta}
+	return providers.Result{Endpoints: endpointsOf(sel.filter(ins), src.OnlyPassing, src.ZoneMetaKey)}, nil
 }
 
 // safeService tells whether a service name can go into the path of

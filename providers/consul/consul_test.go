@@ -444,6 +444,46 @@ func TestWatchesAreShared(t *testing.T) {
 	}
 }
 
+// TestFiltersShareOneWatch is the red-team attack on the agent's
+// connections: 240 sources of one service that differ only in their node
+// meta and tags once held 240 long-polls open, and the agent's limit per
+// client (200) then answered 429 to another namespace's new source. Now
+// they share one watch and each filters its answer, and the other
+// namespace's source is answered.
+func TestFiltersShareOneWatch(t *testing.T) {
+	w := newWakes()
+	p := newProvider(t, w, consul.Options{Address: shared.Addr})
+	for _, s := range []consultest.Service{
+		{ID: "flood-1", Name: "flood", Address: "192.0.2.61", Tags: []string{"primary"}},
+		{ID: "flood-2", Name: "flood", Address: "192.0.2.62"},
+		{ID: "victim", Name: "victim", Address: "192.0.2.63"},
+	} {
+		must(t, shared.Register(s))
+		t.Cleanup(func() { _ = shared.Deregister(s.ID) })
+	}
+	for i := range 240 {
+		req := request(fmt.Sprintf("attacker-%d", i), "consul",
+			v1alpha1.ConsulSource{Service: "flood", NodeMeta: map[string]string{"rack": fmt.Sprint(i)}})
+		if _, err := p.Resolve(context.Background(), req); err != nil {
+			t.Fatalf("source %d: %v", i, err)
+		}
+	}
+	if n := p.Watches(); n != 1 {
+		t.Fatalf("Watches() = %d for 240 filters of one service, want 1", n)
+	}
+	// Each source still gets only what its filter selects.
+	resolveUntil(t, p, w, request("tagged", "consul", v1alpha1.ConsulSource{Service: "flood", Tags: []string{"primary"}}),
+		endpoints(providers.Endpoint{Address: "192.0.2.61", Serving: true, Hostname: agentNode}))
+	resolveUntil(t, p, w, request("rack", "consul", v1alpha1.ConsulSource{Service: "flood", NodeMeta: map[string]string{"rack": "r1"}}),
+		endpoints(providers.Endpoint{Address: "192.0.2.61", Serving: true, Hostname: agentNode},
+			providers.Endpoint{Address: "192.0.2.62", Serving: true, Hostname: agentNode}))
+	resolveUntil(t, p, w, request("none", "consul", v1alpha1.ConsulSource{Service: "flood", NodeMeta: map[string]string{"rack": "0"}}),
+		endpoints())
+	victim := request("victim", "consul", v1alpha1.ConsulSource{Service: "victim"})
+	victim.Namespace = "other-tenant"
+	resolveUntil(t, p, w, victim, endpoints(providers.Endpoint{Address: "192.0.2.63", Serving: true, Hostname: agentNode}))
+}
+
 func TestInterestsFollowTheSpec(t *testing.T) {
 	w := newWakes()
 	p := newProvider(t, w, consul.Options{Address: shared.Addr})

@@ -18,7 +18,10 @@ type instance struct {
 	Node string
 	// Address is the service address, else the node address.
 	Address string
-	// ServiceMeta and NodeMeta are where a zone is looked up.
+	// Tags are the service's tags, which sources select by.
+	Tags []string
+	// ServiceMeta and NodeMeta are where a zone is looked up; sources
+	// also select by node meta.
 	ServiceMeta, NodeMeta map[string]string
 	// Health is the worst status of the instance's checks other than
 	// maintenance.
@@ -38,6 +41,7 @@ func instancesOf(entries []*api.ServiceEntry) []instance {
 		in := instance{
 			Node:        e.Node.Node,
 			Address:     e.Service.Address,
+			Tags:        e.Service.Tags,
 			ServiceMeta: e.Service.Meta,
 			NodeMeta:    e.Node.Meta,
 		}

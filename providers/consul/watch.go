@@ -3,12 +3,9 @@ package consul
 import (
 	"context"
 	"errors"
-	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -30,27 +27,27 @@ const queryGrace = 15 * time.Second
 type watchKey struct {
 	conn                                      connID
 	datacenter, service, namespace, partition string
-	// tags and nodeMeta are canonical encodings: sorted, de-duplicated.
-	tags, nodeMeta string
 }
 
 // query is a watch's blocking query, without the index.
 type query struct {
 	service string
-	tags    []string
 	opts    api.QueryOptions
 }
 
 // keyOf returns the watch key of a source read through connection conn in
 // datacenter (the source's, else the connection's) and the query that watch
-// runs. The source is not changed: tags are copied before sorting.
+// runs. Tags and node meta are not part of either: one watch per service
+// and connection serves every filter, and each source filters the answer
+// on our side (selection). Otherwise sources that differ only in their
+// filters would each hold a long-poll open, and a tenant could exhaust the
+// agent's connections per client (200 by default), making the agent refuse
+// every other namespace's new source.
 func keyOf(conn connID, datacenter string, src *v1alpha1.ConsulSource) (watchKey, query) {
-	tags := slices.Compact(slices.Sorted(slices.Values(src.Tags)))
-	q := query{service: src.Service, tags: tags, opts: api.QueryOptions{
+	q := query{service: src.Service, opts: api.QueryOptions{
 		Datacenter: datacenter,
 		Namespace:  src.Namespace,
 		Partition:  src.Partition,
-		NodeMeta:   maps.Clone(src.NodeMeta),
 	}}
 	return watchKey{
 		conn:       conn,
@@ -58,25 +55,42 @@ func keyOf(conn connID, datacenter string, src *v1alpha1.ConsulSource) (watchKey
 		service:    src.Service,
 		namespace:  src.Namespace,
 		partition:  src.Partition,
-		tags:       canonical(tags...),
-		nodeMeta:   canonical(flatten(src.NodeMeta)...),
 	}, q
 }
 
-// canonical encodes strings unambiguously: quoted strings delimit themselves.
-func canonical(ss ...string) string {
-	var b strings.Builder
-	for _, s := range ss {
-		b.WriteString(strconv.Quote(s))
-	}
-	return b.String()
+// selection is what a source keeps of its watch's instances: those that
+// carry every one of its tags and whose node has every one of its node meta
+// pairs, as Consul's tag and node-meta query parameters select.
+type selection struct {
+	tags     []string
+	nodeMeta map[string]string
 }
 
-// flatten lists a map's keys and values, by key.
-func flatten(m map[string]string) []string {
-	out := make([]string, 0, 2*len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, k, m[k])
+// selects tells whether the source keeps in.
+func (s selection) selects(in instance) bool {
+	for _, t := range s.tags {
+		if !slices.Contains(in.Tags, t) {
+			return false
+		}
+	}
+	for k, v := range s.nodeMeta {
+		if got, ok := in.NodeMeta[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// filter is the instances s keeps, in their order.
+func (s selection) filter(ins []instance) []instance {
+	if len(s.tags) == 0 && len(s.nodeMeta) == 0 {
+		return ins
+	}
+	out := make([]instance, 0, len(ins))
+	for _, in := range ins {
+		if s.selects(in) {
+			out = append(out, in)
+		}
 	}
 	return out
 }
@@ -188,7 +202,7 @@ func (p *Provider) query(ctx context.Context, w *watch, index uint64) ([]instanc
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.WaitTime+p.opts.WaitTime/16+queryGrace)
 	defer cancel()
-	entries, meta, err := w.conn.client.Health().ServiceMultipleTags(w.query.service, w.query.tags, false, opts.WithContext(ctx))
+	entries, meta, err := w.conn.client.Health().Service(w.query.service, "", false, opts.WithContext(ctx))
 	if err != nil {
 		return nil, 0, err
 	}

@@ -48,17 +48,20 @@ func TestKeyOf(t *testing.T) {
 		return k
 	}
 	src := &v1alpha1.ConsulSource{Service: "web", Tags: []string{"b", "a", "b"}, NodeMeta: map[string]string{"rack": "r1", "dc": "x"}}
-	key, q := keyOf(connID{}, "", src)
+	key, _ := keyOf(connID{}, "", src)
 	if src.Tags[0] != "b" || len(src.Tags) != 3 {
 		t.Errorf("keyOf changed the source's tags: %v", src.Tags)
 	}
-	if len(q.tags) != 2 || q.tags[0] != "a" || q.tags[1] != "b" {
-		t.Errorf("query tags = %v, want [a b]", q.tags)
-	}
+	// Tags, node meta and how instances are mapped are per source, not per
+	// watch: one watch serves every filter of a service.
 	same := []*v1alpha1.ConsulSource{
 		{Service: "web", Tags: []string{"a", "b"}, NodeMeta: map[string]string{"dc": "x", "rack": "r1"}},
-		// How instances are mapped is per source, not per watch.
 		{Service: "web", Tags: []string{"b", "a"}, NodeMeta: map[string]string{"dc": "x", "rack": "r1"}, OnlyPassing: true, ZoneMetaKey: "zone"},
+		{Service: "web", Tags: []string{"a"}, NodeMeta: src.NodeMeta},
+		{Service: "web", Tags: []string{"a,b"}, NodeMeta: src.NodeMeta},
+		{Service: "web", Tags: src.Tags, NodeMeta: map[string]string{"rack": "r1"}},
+		{Service: "web", Tags: src.Tags, NodeMeta: map[string]string{"rack": "r1", "dc": "y"}},
+		{Service: "web"},
 	}
 	for _, s := range same {
 		if k := own(s); k != key {
@@ -66,10 +69,6 @@ func TestKeyOf(t *testing.T) {
 		}
 	}
 	other := []*v1alpha1.ConsulSource{
-		{Service: "web", Tags: []string{"a"}, NodeMeta: src.NodeMeta},
-		{Service: "web", Tags: []string{"a,b"}, NodeMeta: src.NodeMeta},
-		{Service: "web", Tags: src.Tags, NodeMeta: map[string]string{"rack": "r1"}},
-		{Service: "web", Tags: src.Tags, NodeMeta: map[string]string{"rack": "r1", "dc": "y"}},
 		{Service: "api", Tags: src.Tags, NodeMeta: src.NodeMeta},
 		{Service: "web", Tags: src.Tags, NodeMeta: src.NodeMeta, Datacenter: "dc2"},
 		{Service: "web", Tags: src.Tags, NodeMeta: src.NodeMeta, Namespace: "ns"},
@@ -92,6 +91,33 @@ func TestKeyOf(t *testing.T) {
 	}
 	if _, q := keyOf(connID{"east", "v1"}, "dc-east", src); q.opts.Datacenter != "dc-east" {
 		t.Errorf("query datacenter = %q, want the one given, dc-east", q.opts.Datacenter)
+	}
+}
+
+func TestSelection(t *testing.T) {
+	in := instance{Node: "n1", Address: "192.0.2.1", Tags: []string{"primary", "v2"}, NodeMeta: map[string]string{"rack": "r1", "zone": "a"}}
+	cases := []struct {
+		name string
+		sel  selection
+		want bool
+	}{
+		{name: "no filter", want: true},
+		{name: "one tag it has", sel: selection{tags: []string{"v2"}}, want: true},
+		{name: "every tag it has", sel: selection{tags: []string{"v2", "primary"}}, want: true},
+		{name: "a tag it lacks", sel: selection{tags: []string{"primary", "replica"}}},
+		{name: "tags are not split on commas", sel: selection{tags: []string{"primary,v2"}}},
+		{name: "node meta it has", sel: selection{nodeMeta: map[string]string{"rack": "r1"}}, want: true},
+		{name: "node meta of another value", sel: selection{nodeMeta: map[string]string{"rack": "r2"}}},
+		{name: "node meta key it lacks, empty value", sel: selection{nodeMeta: map[string]string{"dc": ""}}},
+		{name: "tags and node meta", sel: selection{tags: []string{"v2"}, nodeMeta: map[string]string{"zone": "a", "rack": "r1"}}, want: true},
+	}
+	for _, c := range cases {
+		if got := c.sel.selects(in); got != c.want {
+			t.Errorf("%s: selects = %v, want %v", c.name, got, c.want)
+		}
+		if got := len(c.sel.filter([]instance{in})) == 1; got != c.want {
+			t.Errorf("%s: filter kept it = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 
