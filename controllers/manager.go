@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"time"
 
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -103,6 +104,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// Leaving at once on shutdown lets the next leader start sooner.
 		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptr.To(ShutdownTimeout),
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipNameValidation)},
 		Cache:                         cacheOpts,
 	})
@@ -183,4 +185,32 @@ func withDefaults(c externalbackend.Config) externalbackend.Config {
 	c.ReconcileTimeout = cmp.Or(c.ReconcileTimeout, externalbackend.DefaultReconcileTimeout)
 	c.ClusterDomain = cmp.Or(c.ClusterDomain, "cluster.local")
 	return c
+}
+
+// ShutdownTimeout bounds how long the controller takes to stop once told
+// to: the manager's graceful shutdown, and Run's wait for it. It is under
+// the 30 s a Pod gets by default between SIGTERM and SIGKILL.
+const ShutdownTimeout = 15 * time.Second
+
+// Run runs mgr until ctx ends, and returns at most ShutdownTimeout after
+// that, with an error when the manager had not stopped by then.
+// controller-runtime's manager waits without end for a cache that can never
+// sync (a role without list on a kind it watches: it starts the informers
+// of indexed kinds before any controller) and keeps waiting when told to
+// stop; a controller that ignores SIGTERM holds its Pod (and a rolling
+// upgrade) for the whole grace period.
+func Run(ctx context.Context, mgr ctrl.Manager) error {
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(ShutdownTimeout):
+		return fmt.Errorf("the manager did not stop within %s of being told to; a cache that never synced is the usual cause (check the controller's RBAC: list and watch on every kind it reads)", ShutdownTimeout)
+	}
 }

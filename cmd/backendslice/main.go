@@ -62,7 +62,7 @@ func controllerCommand() *cobra.Command {
 				return err
 			}
 			ctrl.Log.Info("starting backendslice controller")
-			return mgr.Start(ctx)
+			return controllers.Run(ctx, mgr)
 		},
 	}
 	f.Bind(cmd.Flags())
