@@ -101,16 +101,18 @@ func (t target) consents(tags map[string]string) bool {
 }
 
 // refused is the failure of a source that names backends (what: "DB
-// instance", "EC2 instance") which exist but do not consent to the target's
-// namespace. It is gone as well as denied, so that what they published
-// drains: an owner who takes a namespace out of the tag withdraws the
-// backend from it.
+// instance", "EC2 instance") which do not consent to the target's
+// namespace, or do not exist: with a consent tag, both say the same, so
+// that a tenant cannot tell another tenant's database from none and list
+// the account's backends by name. It is gone as well as denied, so that
+// what they published drains: an owner who takes a namespace out of the
+// tag withdraws the backend from it.
 func (t target) refused(field, what string, names ...string) error {
-	verb := "has"
+	be, have := "is", "has"
 	if len(names) > 1 {
-		what, verb = what+"s", "have"
+		what, be, have = what+"s", "are", "have"
 	}
 	return providers.Gone(v1alpha1.ReasonAccessDenied, fmt.Errorf(
-		"%s: %s %s %s no tag %s naming namespace %s: its owner must add the namespace to the tag (%s=%s,...) before it can be published here",
-		field, what, strings.Join(names, ", "), verb, t.consentTag, t.namespace, t.consentTag, t.namespace))
+		"%s: %s %s %s not found in %s or %s no tag %s naming namespace %s: its owner must add the namespace to the tag (%s=%s,...) before it can be published here",
+		field, what, strings.Join(names, ", "), be, t.id.region, have, t.consentTag, t.namespace, t.consentTag, t.namespace))
 }

@@ -210,14 +210,19 @@ func TestConsentTag(t *testing.T) {
 		want string
 	}{
 		{"named in web", rdsP, asked(named("db-pay"), "web", c),
-			"spec.sources[db].awsRDS.dbInstanceIdentifier: DB instance db-pay has no tag backendslice.io/namespaces naming namespace web: " +
+			"spec.sources[db].awsRDS.dbInstanceIdentifier: DB instance db-pay is not found in " + region + " or has no tag backendslice.io/namespaces naming namespace web: " +
 				"its owner must add the namespace to the tag (backendslice.io/namespaces=web,...) before it can be published here"},
-		{"a longer name is no match", rdsP, asked(named("db-near"), "payments", c), "DB instance db-near has no tag"},
-		{"no tag at all", rdsP, asked(named("db-web"), "payments", c), "DB instance db-web has no tag"},
-		{"cluster in payments", rdsP, asked(cluster, "payments", c), "DB cluster aurora has no tag backendslice.io/namespaces naming namespace payments"},
+		// A name that does not exist says exactly what a refusal says:
+		// a tenant cannot list the account's databases by name.
+		{"named but missing", rdsP, asked(named("db-absent"), "web", c),
+			"spec.sources[db].awsRDS.dbInstanceIdentifier: DB instance db-absent is not found in " + region + " or has no tag backendslice.io/namespaces naming namespace web: " +
+				"its owner must add the namespace to the tag (backendslice.io/namespaces=web,...) before it can be published here"},
+		{"a longer name is no match", rdsP, asked(named("db-near"), "payments", c), "DB instance db-near is not found in " + region + " or has no tag"},
+		{"no tag at all", rdsP, asked(named("db-web"), "payments", c), "DB instance db-web is not found in " + region + " or has no tag"},
+		{"cluster in payments", rdsP, asked(cluster, "payments", c), "DB cluster aurora is not found in " + region + " or has no tag backendslice.io/namespaces naming namespace payments"},
 		{"listed IDs none consenting", ec2P, asked(vms("i-0web", "i-0none"), "payments", c),
-			"spec.sources[vms].awsEC2.instanceIDs: EC2 instance i-0web has no tag"},
-		{"listed IDs in web", ec2P, asked(vms("i-0pay", "i-0web"), "web", c), "EC2 instances i-0pay, i-0web have no tag"},
+			"spec.sources[vms].awsEC2.instanceIDs: EC2 instances i-0web, i-0none are not found in " + region + " or have no tag"},
+		{"listed IDs in web", ec2P, asked(vms("i-0pay", "i-0web"), "web", c), "EC2 instances i-0pay, i-0web are not found in " + region + " or have no tag"},
 	} {
 		t.Run(r.name, func(t *testing.T) {
 			wantErr(t, resolveReqErr(t, r.p, r.req), true, true, v1alpha1.ReasonAccessDenied, r.want)

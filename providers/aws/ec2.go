@@ -33,9 +33,10 @@ import (
 //
 // Through a BackendProvider with a consent tag, only instances whose tag
 // lists the backend's namespace are published. Listed IDs that do not
-// consent are left out as missing ones are; when none of the IDs is left
-// and some exist without consent, the source fails (AccessDenied) and what
-// it published drains.
+// consent are left out as missing ones are; when none of the IDs is left,
+// the source fails (AccessDenied) with one message for missing and
+// refused IDs alike, so that a tenant cannot learn which instances exist,
+// and what it published drains.
 type EC2Provider struct{ s *Session }
 
 // Kind is providers.KindAWSEC2.
@@ -76,21 +77,16 @@ func (p *EC2Provider) Resolve(ctx context.Context, req providers.Request) (provi
 	}
 	var selected []ec2Instance
 	if len(src.InstanceIDs) > 0 {
-		var denied []string
 		for _, iid := range src.InstanceIDs {
-			i, ok := instances[iid]
-			switch {
-			case !ok:
-			case !t.consents(i.tags):
-				denied = append(denied, iid)
-			default:
+			if i, ok := instances[iid]; ok && t.consents(i.tags) {
 				selected = append(selected, i)
 			}
 		}
 		switch {
 		case len(selected) > 0:
-		case len(denied) > 0:
-			return providers.Result{}, t.refused(field+".instanceIDs", "EC2 instance", denied...)
+		case t.consentTag != "":
+			// Missing and refused IDs are named alike (see refused).
+			return providers.Result{}, t.refused(field+".instanceIDs", "EC2 instance", src.InstanceIDs...)
 		default:
 			return providers.Result{}, providers.Gone(v1alpha1.ReasonBackendNotFound, fmt.Errorf(
 				"%s.instanceIDs: none of %s exists in %s", field, strings.Join(src.InstanceIDs, ", "), id.region))

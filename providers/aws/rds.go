@@ -120,11 +120,11 @@ func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (provi
 		}
 		i, ok := instances[name]
 		switch {
+		case (!ok || !t.consents(i.tags)) && t.consentTag != "":
+			return providers.Result{}, t.refused(field+".dbInstanceIdentifier", "DB instance", name)
 		case !ok:
 			return providers.Result{}, providers.Gone(v1alpha1.ReasonBackendNotFound, fmt.Errorf(
 				"%s.dbInstanceIdentifier: DB instance %q not found in %s", field, src.DBInstanceIdentifier, id.region))
-		case !t.consents(i.tags):
-			return providers.Result{}, t.refused(field+".dbInstanceIdentifier", "DB instance", i.id)
 		}
 		selected = []dbInstance{i}
 	case src.DBClusterIdentifier != "":
@@ -161,11 +161,11 @@ func (p *RDSProvider) members(ctx context.Context, t target, field string, src *
 	}
 	c, ok := clusters[name]
 	switch {
+	case (!ok || !t.consents(c.tags)) && t.consentTag != "":
+		return nil, t.refused(field+".dbClusterIdentifier", "DB cluster", name)
 	case !ok:
 		return nil, providers.Gone(v1alpha1.ReasonBackendNotFound, fmt.Errorf(
 			"%s.dbClusterIdentifier: DB cluster %q not found in %s", field, src.DBClusterIdentifier, t.id.region))
-	case !t.consents(c.tags):
-		return nil, t.refused(field+".dbClusterIdentifier", "DB cluster", name)
 	}
 	var out []dbInstance
 	for _, m := range c.members {
