@@ -232,6 +232,11 @@ func (p *Provider) use(i interest, key watchKey, q query, cc *providers.Connecti
 		if err != nil {
 			return nil, err
 		}
+		if c.watches >= p.opts.MaxWatches {
+			return nil, providers.Transient(fmt.Errorf(
+				"spec.sources[%s].consul.service: %s already watches %d Consul services, its limit (--consul-max-watches); the source is retried and publishes once a watch frees up, or the controller's operators raise the limit",
+				i.source, c.who, c.watches))
+		}
 		c.watches++
 		ctx, cancel := context.WithCancel(p.ctx)
 		w = &watch{key: key, query: q, conn: c, cancel: cancel, answered: make(chan struct{}), users: map[interest]struct{}{}}

@@ -484,6 +484,33 @@ func TestFiltersShareOneWatch(t *testing.T) {
 	resolveUntil(t, p, w, victim, endpoints(providers.Endpoint{Address: "192.0.2.63", Serving: true, Hostname: agentNode}))
 }
 
+// TestWatchLimit: past --consul-max-watches a connection starts no more
+// watches; the source fails transiently, naming the limit, and gets its
+// watch once another is let go.
+func TestWatchLimit(t *testing.T) {
+	w := newWakes()
+	p := newProvider(t, w, consul.Options{Address: shared.Addr, MaxWatches: 2})
+	for _, s := range []string{"limit-a", "limit-b", "limit-c"} {
+		must(t, shared.Register(consultest.Service{ID: s, Name: s, Address: "192.0.2.71"}))
+		t.Cleanup(func() { _ = shared.Deregister(s) })
+	}
+	for _, s := range []string{"limit-a", "limit-b"} {
+		if _, err := p.Resolve(context.Background(), request(s, "consul", v1alpha1.ConsulSource{Service: s})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third := request("limit-c", "consul", v1alpha1.ConsulSource{Service: "limit-c"})
+	_, err := p.Resolve(context.Background(), third)
+	if err == nil || providers.AsError(err).Terminal || !strings.Contains(err.Error(), "already watches 2 Consul services, its limit (--consul-max-watches)") {
+		t.Fatalf("a third service's source: %v, want a transient error naming the limit", err)
+	}
+	if n := p.Watches(); n != 2 {
+		t.Fatalf("Watches() = %d, want the limit, 2", n)
+	}
+	p.Forget(types.NamespacedName{Namespace: "test", Name: "limit-a"})
+	resolveUntil(t, p, w, third, endpoints(providers.Endpoint{Address: "192.0.2.71", Serving: true, Hostname: agentNode}))
+}
+
 func TestInterestsFollowTheSpec(t *testing.T) {
 	w := newWakes()
 	p := newProvider(t, w, consul.Options{Address: shared.Addr})
@@ -639,10 +666,12 @@ func TestBindFlags(t *testing.T) {
 	must(t, fs.Parse([]string{
 		"--consul-address=https://consul.example.com:8501", "--consul-token-file=/var/run/consul/token",
 		"--consul-ca-file=/etc/consul/ca.pem", "--consul-tls-server-name=server.dc1.consul", "--consul-wait-time=30s",
+		"--consul-max-watches=40",
 	}))
 	want := consul.Options{
 		Address: "https://consul.example.com:8501", TokenFile: "/var/run/consul/token",
 		CAFile: "/etc/consul/ca.pem", TLSServerName: "server.dc1.consul", WaitTime: 30 * time.Second,
+		MaxWatches: 40,
 	}
 	if o != want {
 		t.Errorf("flags gave %+v, want %+v", o, want)
@@ -666,6 +695,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{name: "empty token file", waker: newWakes(), opts: consul.Options{TokenFile: empty}, want: "is empty"},
 		{name: "missing CA file", waker: newWakes(), opts: consul.Options{CAFile: filepath.Join(dir, "nope.pem")}, want: "--consul-ca-file"},
 		{name: "unknown scheme", waker: newWakes(), opts: consul.Options{Address: "ftp://consul:8500"}, want: "--consul-address"},
+		{name: "no watches", waker: newWakes(), opts: consul.Options{MaxWatches: -1}, want: "--consul-max-watches=-1: must be at least 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

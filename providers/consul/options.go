@@ -29,6 +29,14 @@ const (
 	// changes through at once; only a sustained loop waits.
 	queryRate  = 10 // queries a second
 	queryBurst = 10
+	// DefaultMaxWatches bounds the watches (each an open long-poll) one
+	// connection runs: a Consul agent answers 429 past 200 connections
+	// from one client address (limits.http_max_conns_per_client), and
+	// every BackendProvider and the controller's own connection come
+	// from the controller's one address. Past the bound a new service's
+	// source fails, transiently, naming the limit; the watches already
+	// running are not disturbed.
+	DefaultMaxWatches = 150
 )
 
 // Options configure how the provider reaches Consul. They come from the
@@ -58,6 +66,8 @@ type Options struct {
 	// RetryDelay is the first pause after a failed query; it doubles, with
 	// jitter, at each failure in a row up to MaxRetryDelay.
 	RetryDelay, MaxRetryDelay time.Duration
+	// MaxWatches bounds the watches of one connection (DefaultMaxWatches).
+	MaxWatches int
 }
 
 // BindFlags registers the options as the controller's --consul-* flags.
@@ -72,6 +82,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"server name to verify in the Consul agent's certificate; implies https")
 	fs.DurationVar(&o.WaitTime, "consul-wait-time", DefaultWaitTime,
 		"how long a Consul blocking query waits for a change before asking again (1s to 10m)")
+	fs.IntVar(&o.MaxWatches, "consul-max-watches", DefaultMaxWatches,
+		"most services watched at once through one Consul connection (the controller's own, or one BackendProvider's); each watch holds one HTTP connection to the agent, which refuses a client past limits.http_max_conns_per_client (200 by default)")
 }
 
 // withDefaults fills the zero fields and checks the others.
@@ -81,6 +93,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.WaitTime < time.Second || o.WaitTime > MaxWaitTime {
 		return o, fmt.Errorf("--consul-wait-time=%s: must be between 1s and %s", o.WaitTime, MaxWaitTime)
+	}
+	if o.MaxWatches == 0 {
+		o.MaxWatches = DefaultMaxWatches
+	}
+	if o.MaxWatches < 1 {
+		return o, fmt.Errorf("--consul-max-watches=%d: must be at least 1", o.MaxWatches)
 	}
 	if o.RetryDelay <= 0 {
 		o.RetryDelay = DefaultRetryDelay
