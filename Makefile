@@ -151,6 +151,10 @@ bench-scale: controlplane ## Converge 10,000 endpoints and 2,000 backends on a r
 bench-memory: controlplane ## Measure heap and RSS per 1,000 backends and per 10,000 endpoints, and the cache transforms' saving side by side: write the memory section of docs/benchmarks-scale.md.
 	$(ENVTEST_ENV) $(GO) test -tags bench -run TestMemoryReport -count=1 -v -timeout 30m ./test/bench/memory -args -docs=$(CURDIR)/docs
 
+.PHONY: bench-noisy
+bench-noisy: controlplane ## Time another namespace's creates, health flips and revocations idle and while one tenant flips a Service label on 2,000 one-endpoint slices every 2 s: rewrites the noisy-neighbour section of docs/benchmarks.md.
+	$(ENVTEST_ENV) $(GO) test -tags bench -run TestNoisyNeighbourReport -count=1 -v -timeout 30m ./test/bench/noisy -args -report=$(CURDIR)/docs/benchmarks.md
+
 FLEETS ?= 5000,10000,20000
 
 .PHONY: bench-ceiling

@@ -1,0 +1,103 @@
+// Package noisy measures how much one tenant that churns its backends slows
+// every other tenant down: a victim namespace's latencies with the attacker
+// quiet, then with it attacking, side by side in one run on a real API
+// server and the controller wired as the binary wires it.
+package noisy
+
+import (
+	"flag"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/backendslice/backendslice/controllers/externalbackend"
+	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/providers/static"
+	"github.com/backendslice/backendslice/test/e2e/framework"
+)
+
+var (
+	report = flag.String("report", "", "if set, the Markdown file (docs/benchmarks.md) whose noisy-neighbour section TestNoisyNeighbourReport rewrites")
+
+	// The attack.
+	attackBackends  = flag.Int("backends", 8, "the attacker's backends")
+	attackAddresses = flag.Int("addresses", 250, "static addresses of each attacker backend (at most 381: 198.51.100.1-254, 203.0.113.1-127)")
+	flipPeriod      = flag.Duration("flip-period", 2*time.Second, "how often the attacker flips a label of spec.service.labels on every backend")
+	warmup          = flag.Duration("warmup", 10*time.Second, "how long the attack runs before the first victim measurement")
+	attackFor       = flag.Duration("duration", 15*time.Minute, "most time the measurements under attack may take; rounds not started by then are skipped (the report says how many samples each latency has)")
+
+	// The victim's measurements.
+	creates     = flag.Int("creates", 20, "victim creates to time in each phase")
+	flips       = flag.Int("flips", 20, "victim health flips to time in each phase (half to Unhealthy, half back)")
+	revocations = flag.Int("revocations", 10, "victim revocations to time in each phase (re-admitted between)")
+	opTimeout   = flag.Duration("op-timeout", 5*time.Minute, "a victim change that has not reached the slices or status by then fails the test")
+)
+
+// writes counts the controller's writes to EndpointSlices and Services by
+// namespace, from its own client's requests.
+var writes = &writeCounter{n: map[string]int64{}}
+
+func TestMain(m *testing.M) {
+	// The controller starts before m.Run, which would parse the flags.
+	flag.Parse()
+	os.Exit(framework.Run(m, framework.Options{
+		Providers: func(providers.Waker) ([]providers.Provider, error) {
+			return []providers.Provider{static.New()}, nil
+		},
+		Config: func(c *externalbackend.Config) {
+			// As the chart installs it: sources must name a BackendProvider.
+			c.AllowSourcesWithoutProvider = false
+		},
+		WrapTransport: writes.wrap,
+	}))
+}
+
+// writeCounter counts write requests (not GET, LIST or WATCH) by namespace
+// and resource.
+type writeCounter struct {
+	mu sync.Mutex
+	n  map[string]int64 // "<namespace> <resource>"
+}
+
+func (c *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		if r.Method != http.MethodGet {
+			if key := writeKey(r.URL.Path); key != "" {
+				c.mu.Lock()
+				c.n[key]++
+				c.mu.Unlock()
+			}
+		}
+		return rt.RoundTrip(r)
+	})
+}
+
+// writeKey is "<namespace> <resource>" of a namespaced request path
+// (.../namespaces/<ns>/<resource>[/name[/status]]), else "".
+func writeKey(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i := 0; i+2 < len(parts); i++ {
+		if parts[i] == "namespaces" {
+			res := parts[i+2]
+			if i+4 < len(parts) {
+				res += "/" + parts[i+4]
+			}
+			return parts[i+1] + " " + res
+		}
+	}
+	return ""
+}
+
+// get is the count of key so far.
+func (c *writeCounter) get(ns, resource string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[ns+" "+resource]
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
