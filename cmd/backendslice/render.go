@@ -46,7 +46,7 @@ type renderOptions struct {
 // renderedFlags are the controller flags that change what is written; render
 // accepts the others too, so that a Deployment's arguments can be passed as
 // they are, but hides them from its help.
-var renderedFlags = []string{"max-endpoints-per-slice", "denied-cidrs", "denied-names", "cluster-domain"}
+var renderedFlags = []string{"max-endpoints-per-slice", "denied-cidrs", "denied-names", "unsafe-allow-default-denied", "cluster-domain"}
 
 // renderCommand is `backendslice render`: what the controller would write,
 // for review before a merge.

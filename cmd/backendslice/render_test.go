@@ -58,7 +58,7 @@ func golden(t *testing.T, name, got string) {
 // TestRenderSamples renders each sample, the static sources a snapshot is
 // not needed for.
 func TestRenderSamples(t *testing.T) {
-	samples, err := filepath.Glob(filepath.Join("config", "samples", "*.yaml"))
+	samples, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
 	if err != nil || len(samples) == 0 {
 		t.Fatalf("no samples: %v", err)
 	}
@@ -202,7 +202,7 @@ func TestRenderDefaultsMatchTheAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	files, err := filepath.Glob(filepath.Join("config", "samples", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -29,7 +31,11 @@ import (
 type ControllerFlags struct {
 	manager     controllers.ManagerOptions
 	deniedCIDRs []string
-	zap         zap.Options
+	deniedNames []string
+	// allowDefaultDenied are built-in denied entries an operator removed,
+	// each by name (--unsafe-allow-default-denied).
+	allowDefaultDenied []string
+	zap                zap.Options
 	// Providers configure the source kinds that call out.
 	Providers ProviderOptions
 }
@@ -53,8 +59,9 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.manager.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the controller's own)")
 	fs.Int32Var(&f.manager.Config.MaxEndpointsPerSlice, "max-endpoints-per-slice", 100, "endpoints per EndpointSlice where the spec sets none (1-1000)")
 	fs.DurationVar(&f.manager.Config.DefaultDrainPeriod, "default-drain-period", 30*time.Second, "how long a vanished endpoint stays as terminating where the spec sets no drainPeriod")
-	fs.StringSliceVar(&f.deniedCIDRs, "denied-cidrs", externalbackend.DefaultDeniedCIDRs(), "networks no endpoint may be in: cloud metadata addresses, and add the cluster's Pod and Service ranges")
-	fs.StringSliceVar(&f.manager.Config.DeniedNames, "denied-names", externalbackend.DefaultDeniedNames(), "DNS names no FQDN endpoint may have (*.example.com denies every name under it)")
+	fs.StringSliceVar(&f.deniedCIDRs, "denied-cidrs", nil, fmt.Sprintf("networks no endpoint may be in, on top of the cloud metadata addresses, which are always denied (%s): add the cluster's Pod and Service ranges", strings.Join(externalbackend.DefaultDeniedCIDRs(), ",")))
+	fs.StringSliceVar(&f.deniedNames, "denied-names", nil, fmt.Sprintf("DNS names no FQDN endpoint may have (*.example.com denies every name under it), on top of the metadata names, which are always denied (%s)", strings.Join(externalbackend.DefaultDeniedNames(), ",")))
+	fs.StringSliceVar(&f.allowDefaultDenied, "unsafe-allow-default-denied", nil, "UNSAFE: built-in denied networks or names (of the cloud metadata services) to publish after all, each written as in the built-in list; only for a cluster where that address is a real backend")
 	fs.StringVar(&f.manager.Config.ClusterDomain, "cluster-domain", publish.DefaultClusterDomain, "the cluster's DNS domain: FQDN endpoints in it, or ending in .svc or .pod, are refused (a Service must not point back into the cluster)")
 	fs.BoolVar(&f.manager.Config.DenyPodCIDRs, "deny-pod-cidrs", false, "also refuse endpoints in the cluster's Pod ranges, read from the Nodes' spec.podCIDRs (needs list/watch on Nodes); the Service ranges are always refused, read from the ServiceCIDRs")
 	fs.BoolVar(&f.manager.Config.AllowSourcesWithoutProvider, "allow-sources-without-provider", false, "let sources that name no BackendProvider publish through this controller's own connections (the --consul-*, --aws-* and --dns-* flags) from any namespace, as before BackendProviders; off, only providers the platform team admitted a namespace to can be used")
@@ -97,12 +104,35 @@ func (f *ControllerFlags) ManagerOptions() (controllers.ManagerOptions, error) {
 	if err := opts.Config.Coalesce.Validate(); err != nil {
 		return opts, err
 	}
-	prefixes, err := parseCIDRs(f.deniedCIDRs)
+	cidrs, names, err := deniedLists(f.deniedCIDRs, f.deniedNames, f.allowDefaultDenied)
 	if err != nil {
 		return opts, err
 	}
-	opts.Config.DeniedPrefixes = prefixes
+	if opts.Config.DeniedPrefixes, err = parseCIDRs(cidrs); err != nil {
+		return opts, err
+	}
+	opts.Config.DeniedNames = names
 	return opts, nil
+}
+
+// deniedLists are the denied networks and names in force: the built-in
+// ones (cloud metadata), less those --unsafe-allow-default-denied names,
+// plus --denied-cidrs and --denied-names. The built-in entries apply
+// whatever the lists say: a list that replaced them (an empty one, or one
+// naming only the cluster's ranges) would silently let a tenant aim a
+// Service at a metadata service.
+func deniedLists(extraCIDRs, extraNames, allowed []string) (cidrs, names []string, err error) {
+	cidrs, names = externalbackend.DefaultDeniedCIDRs(), externalbackend.DefaultDeniedNames()
+	for _, a := range allowed {
+		if !slices.Contains(cidrs, a) && !slices.Contains(names, a) {
+			return nil, nil, fmt.Errorf("--unsafe-allow-default-denied: %q is not a built-in denied entry (%s)", a,
+				strings.Join(append(slices.Clone(cidrs), names...), ", "))
+		}
+	}
+	keep := func(v string) bool { return !slices.Contains(allowed, v) }
+	cidrs = append(slices.DeleteFunc(cidrs, func(v string) bool { return !keep(v) }), extraCIDRs...)
+	names = append(slices.DeleteFunc(names, func(v string) bool { return !keep(v) }), extraNames...)
+	return cidrs, names, nil
 }
 
 // parseCIDRs reads --denied-cidrs.

@@ -3,12 +3,16 @@ package helmtest_test
 import (
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/backendslice/backendslice/internal/cli"
+	"github.com/spf13/pflag"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/lint/support"
@@ -346,7 +350,8 @@ func TestDeployment(t *testing.T) {
 // AWS and Consul flags are passed only when set, leaving the binary's
 // defaults (environment variables included) alone otherwise.
 func TestFlags(t *testing.T) {
-	onlyWhenSet := []string{"--aws-allowed-role-arns", "--consul-address", "--consul-token-file"}
+	onlyWhenSet := []string{"--aws-allowed-role-arns", "--consul-address", "--consul-token-file",
+		"--denied-cidrs", "--denied-names", "--unsafe-allow-default-denied"}
 	cases := []struct {
 		name string
 		file string
@@ -355,17 +360,15 @@ func TestFlags(t *testing.T) {
 		{"default", "", []string{
 			"--concurrent=4", "--kube-api-qps=50", "--kube-api-burst=100",
 			"--max-endpoints-per-slice=100", "--default-drain-period=30s", "--resolve-timeout=10s",
-			"--coalesce-quiet=0s", "--coalesce-max=5s",
-			"--denied-cidrs=fd00:ec2::254/128,100.100.100.200/32",
-			"--denied-names=metadata.google.internal,metadata.goog", "--zap-log-level=info",
+			"--coalesce-quiet=0s", "--coalesce-max=5s", "--zap-log-level=info",
 			"--cluster-domain=cluster.local", "--allow-sources-without-provider=false", "--deny-pod-cidrs=false",
 		}},
 		{"production", "testdata/values-production.yaml", []string{
 			"--concurrent=8", "--kube-api-qps=100", "--kube-api-burst=200",
 			"--max-endpoints-per-slice=250", "--default-drain-period=1m", "--resolve-timeout=15s",
 			"--coalesce-quiet=1s", "--coalesce-max=5s",
-			"--denied-cidrs=fd00:ec2::254/128,100.100.100.200/32,10.0.0.0/16,172.20.0.0/16,fd00:10:96::/112",
-			"--denied-names=metadata.google.internal,metadata.goog,*.cluster.local", "--zap-log-level=debug",
+			"--denied-cidrs=10.0.0.0/16,172.20.0.0/16,fd00:10:96::/112",
+			"--denied-names=*.cluster.local", "--zap-log-level=debug",
 			"--cluster-domain=k8s.example.internal", "--allow-sources-without-provider=true", "--deny-pod-cidrs=true",
 			"--aws-allowed-role-arns=arn:aws:iam::123456789012:role/rds-reader,arn:aws:iam::210987654321:role/ec2-reader",
 			"--consul-address=https://consul.consul.svc:8501",
@@ -388,6 +391,56 @@ func TestFlags(t *testing.T) {
 				passed := slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, flag+"=") })
 				if set != passed {
 					t.Errorf("%s passed=%v, want %v", flag, passed, set)
+				}
+			}
+		})
+	}
+}
+
+// TestMetadataStaysDenied renders the chart with deny lists of every shape
+// and runs the controller's own flag parsing on the Deployment's arguments:
+// the cloud metadata addresses and names stay denied whatever the lists
+// say, and only unsafeAllowDefaultDenied, naming an entry, removes it.
+func TestMetadataStaysDenied(t *testing.T) {
+	metadata := []netip.Prefix{netip.MustParsePrefix("fd00:ec2::254/128"), netip.MustParsePrefix("100.100.100.200/32")}
+	metadataNames := []string{"metadata.google.internal", "metadata.goog"}
+	cases := []struct {
+		name, values string
+		// allowed is the one built-in entry the values remove, if any.
+		allowed string
+	}{
+		{name: "defaults"},
+		{name: "the cluster's ranges only", values: "controller: {deniedCIDRs: [10.0.0.0/16], deniedNames: [corp.example]}"},
+		{name: "empty lists", values: "controller: {deniedCIDRs: [], deniedNames: []}"},
+		{name: "null lists", values: "controller: {deniedCIDRs: null, deniedNames: null}"},
+		{name: "one entry removed on purpose", values: "controller: {unsafeAllowDefaultDenied: [100.100.100.200/32]}", allowed: "100.100.100.200/32"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(c.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			var d appsv1.Deployment
+			typed(t, render(t, vals), "Deployment", &d)
+			var f cli.ControllerFlags
+			fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+			f.Bind(fs)
+			if err := fs.Parse(d.Spec.Template.Spec.Containers[0].Args[1:]); err != nil {
+				t.Fatalf("the controller refuses the chart's arguments: %v", err)
+			}
+			opts, err := f.ManagerOptions()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range metadata {
+				if denied := slices.Contains(opts.Config.DeniedPrefixes, p); denied == (p.String() == c.allowed) {
+					t.Errorf("%s denied=%v with values %q (denied: %v)", p, denied, c.values, opts.Config.DeniedPrefixes)
+				}
+			}
+			for _, n := range metadataNames {
+				if !slices.Contains(opts.Config.DeniedNames, n) {
+					t.Errorf("%s not denied with values %q (denied: %v)", n, c.values, opts.Config.DeniedNames)
 				}
 			}
 		})
@@ -433,6 +486,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"cluster domain with a trailing dot", "controller: {clusterDomain: cluster.local.}", []string{"/controller/clusterDomain", "does not match pattern"}},
 		{"cluster domain in capitals", "controller: {clusterDomain: Cluster.Local}", []string{"/controller/clusterDomain", "does not match pattern"}},
 		{"empty cluster domain", `controller: {clusterDomain: ""}`, []string{"/controller/clusterDomain"}},
+		{"unsafeAllowDefaultDenied of a network that is no default", "controller: {unsafeAllowDefaultDenied: [10.0.0.0/8]}", []string{"/controller/unsafeAllowDefaultDenied/0"}},
 	}
 	ch := load(t)
 	for _, c := range cases {
