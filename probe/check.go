@@ -2,12 +2,13 @@
 // gRPC health protocol) for backends whose sources say nothing of their
 // health. One Prober serves every backend: a target (an address and what to
 // check there) asked for by two backends is probed once, probes run on a
-// bounded pool with jitter, and only a verdict that changes wakes the
-// backends that use it.
+// bounded pool with jitter, shared fairly between namespaces, and only a
+// verdict that changes wakes the backends that use it.
 package probe
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -17,7 +18,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unsafe"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -75,14 +78,15 @@ type Dialer func(ctx context.Context, network, address string) (net.Conn, error)
 // errStatus is an HTTP answer whose code statusCodes does not accept.
 var errStatus = errors.New("status not accepted")
 
-// run probes t once within its timeout, and says why it failed.
-func (p *Prober) run(ctx context.Context, t Target) error {
+// run probes t once within its timeout, and says why it failed; client
+// is the HTTP client of an HTTP or HTTPS check.
+func (p *Prober) run(ctx context.Context, t Target, client *tlsClient) error {
 	ctx, cancel := context.WithTimeout(ctx, t.Check.Timeout)
 	defer cancel()
 	addr := net.JoinHostPort(t.Address, strconv.Itoa(int(t.Check.Port)))
 	switch t.Check.Kind {
 	case HTTP, HTTPS:
-		return p.httpGet(ctx, t, addr)
+		return httpGet(ctx, t, client, addr)
 	case GRPC:
 		return p.grpcCheck(ctx, t, addr)
 	default:
@@ -96,8 +100,8 @@ func (p *Prober) run(ctx context.Context, t Target) error {
 
 // httpGet sends one GET and judges its status. Redirects are not followed:
 // a probe must not be sent on to another host.
-func (p *Prober) httpGet(ctx context.Context, t Target, addr string) error {
-	client, err := p.httpClient(t.Check)
+func httpGet(ctx context.Context, t Target, tc *tlsClient, addr string) error {
+	client, err := tc.get()
 	if err != nil {
 		return err
 	}
@@ -125,38 +129,138 @@ func (p *Prober) httpGet(ctx context.Context, t Target, addr string) error {
 	return nil
 }
 
-// httpClient is the client of one TLS setting, made once: parsing a CA
+// tlsClient is the HTTP client of one TLS setting (server name and CA),
+// shared by the targets that use it and dropped with the last of them.
+// It is made on its first probe, outside the prober's lock: parsing a CA
 // bundle for every probe would cost more than the probe.
-func (p *Prober) httpClient(c Check) (*http.Client, error) {
-	key := tlsKey{serverName: c.ServerName, ca: c.CAPEM}
-	p.clientsMu.Lock()
-	defer p.clientsMu.Unlock()
-	if hc, ok := p.clients[key]; ok {
-		return hc, nil
-	}
-	tc := &tls.Config{ServerName: c.ServerName, MinVersion: tls.VersionTLS12}
-	if c.CAPEM != "" {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM([]byte(c.CAPEM)) {
-			return nil, errors.New("the probe's CA holds no PEM certificate")
-		}
-		tc.RootCAs = pool
-	}
-	hc := &http.Client{
-		Transport: &http.Transport{
-			DialContext:       p.dial,
-			TLSClientConfig:   tc,
-			DisableKeepAlives: true,
-			Proxy:             nil,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	p.clients[key] = hc
-	return hc, nil
+type tlsClient struct {
+	key   tlsKey
+	dial  Dialer
+	caPEM string
+	// refs counts the targets that use it, under the prober's lock.
+	refs int
+
+	once   sync.Once
+	client *http.Client
+	err    error
 }
 
-// tlsKey is the TLS setting an HTTP client is made for.
-type tlsKey struct{ serverName, ca string }
+// tlsKey is the TLS setting an HTTP client is made for: the CA by its
+// digest, so that a large bundle is not hashed at every lookup.
+type tlsKey struct {
+	serverName string
+	caDigest   [sha256.Size]byte
+}
+
+// get is the client, made on first use.
+func (c *tlsClient) get() (*http.Client, error) {
+	c.once.Do(func() {
+		tc := &tls.Config{ServerName: c.key.serverName, MinVersion: tls.VersionTLS12}
+		if c.caPEM != "" {
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM([]byte(c.caPEM)) {
+				c.err = errors.New("the probe's CA holds no PEM certificate")
+				return
+			}
+			tc.RootCAs = pool
+		}
+		c.client = &http.Client{
+			Transport: &http.Transport{
+				DialContext:       c.dial,
+				TLSClientConfig:   tc,
+				DisableKeepAlives: true,
+				Proxy:             nil,
+			},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	})
+	return c.client, c.err
+}
+
+// acquireClient is the client of c's TLS setting (caDigest is c's CA's),
+// counted as used by one more target.
+func (p *Prober) acquireClient(c Check, caDigest [sha256.Size]byte) *tlsClient {
+	key := tlsKey{serverName: c.ServerName, caDigest: caDigest}
+	tc, ok := p.clients[key]
+	if !ok {
+		tc = &tlsClient{key: key, dial: p.dial, caPEM: c.CAPEM}
+		p.clients[key] = tc
+	}
+	tc.refs++
+	return tc
+}
+
+// releaseClient counts one target fewer using tc (nil for checks without
+// one), and forgets it when none does: the settings tenants edit away
+// must not pile up.
+func (p *Prober) releaseClient(tc *tlsClient) {
+	if tc == nil {
+		return
+	}
+	tc.refs--
+	if tc.refs == 0 {
+		delete(p.clients, tc.key)
+	}
+}
+
+// targetKey is a target as a map key: its check's CA by digest. Hashing a
+// Target would hash its CA bundle (up to the size of a Secret, 1 MiB)
+// at every map operation, several per target in a reconcile.
+type targetKey struct {
+	address string
+	check   checkKey
+}
+
+// checkKey is a check as a map key: its CAPEM left empty, caDigest
+// standing for it.
+type checkKey struct {
+	check    Check
+	caDigest [sha256.Size]byte
+}
+
+// keyOf is t's map key.
+func (p *Prober) keyOf(t Target) targetKey {
+	c := t.Check
+	digest := p.caDigests.of(c.CAPEM)
+	c.CAPEM = ""
+	return targetKey{address: t.Address, check: checkKey{check: c, caDigest: digest}}
+}
+
+// caDigestsKept is how many CA strings caDigests remembers: a few
+// reconciles running at once, each with its own copy of a CA.
+const caDigestsKept = 8
+
+// caDigests remembers the digests of the CA strings seen last, by the
+// strings' identity (where their bytes are, and how many): the targets of
+// one reconcile share one string, so its digest is computed once per
+// reconcile and check, and a lookup never reads the bundle. Comparing by
+// content would read it at each lookup. Remembering a string keeps its
+// bytes alive, so no other string can take their place; at most
+// caDigestsKept bundles are kept so. Used under the prober's lock.
+type caDigests struct {
+	recent []caDigest
+}
+
+// caDigest is a CA string and its SHA-256.
+type caDigest struct {
+	pem string
+	sum [sha256.Size]byte
+}
+
+// of is pem's digest; zero for no CA.
+func (m *caDigests) of(pem string) [sha256.Size]byte {
+	if pem == "" {
+		return [sha256.Size]byte{}
+	}
+	for _, d := range m.recent {
+		if len(d.pem) == len(pem) && unsafe.StringData(d.pem) == unsafe.StringData(pem) {
+			return d.sum
+		}
+	}
+	d := caDigest{pem: pem, sum: sha256.Sum256([]byte(pem))}
+	m.recent = append([]caDigest{d}, m.recent[:min(len(m.recent), caDigestsKept-1)]...)
+	return d.sum
+}
 
 // DefaultStatusCodes are the codes an HTTP check accepts when its
 // StatusCodes is empty, as the API's statusCodes when unset.

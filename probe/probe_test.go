@@ -141,7 +141,8 @@ func TestChecks(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			began := time.Now()
-			err := p.run(context.Background(), tc.target)
+			client := p.acquireClient(tc.target.Check, p.keyOf(tc.target).check.caDigest)
+			err := p.run(context.Background(), tc.target, client)
 			took := time.Since(began)
 			switch {
 			case tc.pass && err != nil:

@@ -118,7 +118,7 @@ type testPKI struct {
 }
 
 // newPKI makes a CA and a certificate for names, valid for an hour.
-func newPKI(t *testing.T, names ...string) testPKI {
+func newPKI(t testing.TB, names ...string) testPKI {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
