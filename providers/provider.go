@@ -22,24 +22,6 @@ const (
 	KindAWSEC2 Kind = "awsEC2"
 )
 
-// KindOf returns the kind of a source: the one field that is set, or "" when
-// none is (admission validation makes that impossible for stored objects).
-func KindOf(s v1alpha1.Source) Kind {
-	switch {
-	case s.Static != nil:
-		return KindStatic
-	case s.DNS != nil:
-		return KindDNS
-	case s.Consul != nil:
-		return KindConsul
-	case s.AWSRDS != nil:
-		return KindAWSRDS
-	case s.AWSEC2 != nil:
-		return KindAWSEC2
-	}
-	return ""
-}
-
 // Endpoint is one address of a backend as a provider found it. Providers fill
 // it as the backend describes itself; normalisation canonicalises the address,
 // classifies its family and drops what must not be published.
@@ -87,7 +69,8 @@ type Connection struct {
 	// reach changes (the spec, the CA): a provider makes new clients for a
 	// new key. A rotated token keeps the key: clients ask Token per query.
 	Key string
-	// Exactly one of these is set, of the source's kind.
+	// One of these is set, of the source's kind, by its row's Connect; a
+	// kind whose provider needs nothing more than the name sets none.
 	Consul *ConsulConnection
 	AWS    *AWSConnection
 	DNS    *DNSConnection

@@ -3,35 +3,50 @@ package providers
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 )
 
-// Registry maps source kinds to the providers built into this controller.
-// It is built once in main and injected; it holds no mutable state.
+// Registry maps source kinds to the providers built into this controller,
+// through its table of kinds. It is built once in main and injected; it
+// holds no mutable state.
 type Registry struct {
+	kinds  Kinds
 	byKind map[Kind]Provider
 }
 
-// NewRegistry returns a registry of the given providers. Two providers of the
-// same kind are a programming error.
-func NewRegistry(ps ...Provider) (*Registry, error) {
-	r := &Registry{byKind: make(map[Kind]Provider, len(ps))}
+// NewRegistry returns a registry of the given providers for the built-in
+// kinds (BuiltinKinds).
+func NewRegistry(ps ...Provider) (*Registry, error) { return BuiltinKinds().NewRegistry(ps...) }
+
+// NewRegistry returns a registry of the given providers for the kinds of
+// ks. Two providers of the same kind, or a provider of a kind ks does not
+// have, are programming errors.
+func (ks Kinds) NewRegistry(ps ...Provider) (*Registry, error) {
+	r := &Registry{kinds: ks, byKind: make(map[Kind]Provider, len(ps))}
 	for _, p := range ps {
 		if _, dup := r.byKind[p.Kind()]; dup {
 			return nil, fmt.Errorf("two providers registered for source kind %q", p.Kind())
+		}
+		if !slices.ContainsFunc(ks, func(k SourceKind) bool { return k.Kind == p.Kind() }) {
+			return nil, fmt.Errorf("a provider registered for source kind %q, which the table of kinds does not have", p.Kind())
 		}
 		r.byKind[p.Kind()] = p
 	}
 	return r, nil
 }
 
+// Kinds is the registry's table of kinds: what admission, connections and
+// the controller's checks read about each kind.
+func (r *Registry) Kinds() Kinds { return r.kinds }
+
 // Resolve resolves one source with the provider of its kind. A kind without a
 // provider is a terminal ProviderNotAvailable error naming the field.
 func (r *Registry) Resolve(ctx context.Context, req Request) (Result, error) {
-	kind := KindOf(req.Source)
+	kind := r.kinds.KindOf(req.Source)
 	p, ok := r.byKind[kind]
 	if !ok {
 		return Result{}, Terminalf(v1alpha1.ReasonProviderNotAvailable,
@@ -61,7 +76,7 @@ func (r *Registry) Forget(backend types.NamespacedName, keep ...v1alpha1.Source)
 		}
 		var names []string
 		for _, s := range keep {
-			if KindOf(s) == kind {
+			if r.kinds.KindOf(s) == kind {
 				names = append(names, s.Name)
 			}
 		}

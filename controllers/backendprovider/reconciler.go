@@ -20,6 +20,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/connections"
 	"github.com/backendslice/backendslice/internal/tenancy"
+	"github.com/backendslice/backendslice/providers"
 )
 
 // +kubebuilder:rbac:groups=backendslice.io,resources=backendproviders,verbs=list;watch
@@ -32,6 +33,10 @@ type Reconciler struct {
 	Client client.Client
 	// Namespace is the controller's own: the only one whose Secrets it reads.
 	Namespace string
+	// Kinds is the table of source kinds that tells each provider's kind,
+	// connection and Secrets: the registry's (Registry.Kinds), so that
+	// status tells what sources get. Nil reads as providers.BuiltinKinds().
+	Kinds providers.Kinds
 }
 
 // Reconcile patches the provider's status when it changed.
@@ -50,7 +55,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			ready.Reason = v1alpha1.ReasonSecretNotFound
 		}
 	}
-	bp.Status.Kind = tenancy.KindOf(bp)
+	bp.Status.Kind = r.Kinds.OrBuiltin().ProviderKindOf(bp)
 	bp.Status.ObservedGeneration = bp.Generation
 	meta.SetStatusCondition(&bp.Status.Conditions, ready)
 	if equality.Semantic.DeepEqual(before.Status, bp.Status) {
@@ -60,27 +65,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // usable checks what sources of bp will need: a namespace selector that
-// parses, and the connection with its Secrets (the token included, which
-// sources read only when they query).
+// parses, and the connection with its Secrets (its kind's Connect reads
+// every Secret it names, the Consul token included, which sources read
+// again at each query).
 func (r *Reconciler) usable(ctx context.Context, bp *v1alpha1.BackendProvider) error {
 	if _, err := tenancy.NamespaceAdmitted(bp.Spec.Namespaces, tenancy.Namespace{}); err != nil {
 		return errors.New("spec.namespaces.selector: " + err.Error())
 	}
-	conn, err := r.reader().Connection(ctx, bp)
-	if err != nil {
-		return err
-	}
-	if conn != nil && conn.Consul != nil {
-		if _, err := conn.Consul.Token(); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := r.reader().Connection(ctx, bp)
+	return err
 }
 
 // reader reads providers and Secrets as the ExternalBackend reconciler does.
 func (r *Reconciler) reader() connections.Reader {
-	return connections.Reader{Client: r.Client, Namespace: r.Namespace}
+	return connections.Reader{Client: r.Client, Namespace: r.Namespace, Kinds: r.Kinds}
 }
 
 // providersNaming maps a Secret of the controller's namespace to the

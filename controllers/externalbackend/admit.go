@@ -37,6 +37,9 @@ type sourceAdmission struct {
 // the Secrets in the controller's namespace. It makes no provider call.
 func (r *Reconciler) admit(ctx context.Context, xb *v1alpha1.ExternalBackend) ([]sourceAdmission, error) {
 	gates := make([]sourceAdmission, len(xb.Spec.Sources))
+	// The registry's table of kinds decides and connects, so that a source
+	// is admitted by the kind it is resolved as.
+	kinds := r.Providers.Kinds()
 	var ns *tenancy.Namespace
 	for i, src := range xb.Spec.Sources {
 		if src.ProviderRef == nil {
@@ -57,11 +60,11 @@ func (r *Reconciler) admit(ctx context.Context, xb *v1alpha1.ExternalBackend) ([
 		case err != nil:
 			return nil, readFailed("reading BackendProvider "+src.ProviderRef.Name, err)
 		}
-		if gates[i].refused = tenancy.Admit(bp, *ns, src); gates[i].refused != nil {
+		if gates[i].refused = tenancy.Admit(kinds, bp, *ns, src); gates[i].refused != nil {
 			continue
 		}
 		gates[i].allowed, gates[i].restricted = tenancy.AllowedPrefixes(bp)
-		gates[i].conn, gates[i].unusable = r.connections.Connection(ctx, bp)
+		gates[i].conn, gates[i].unusable = kinds.Connect(ctx, bp, r.connections)
 	}
 	return gates, nil
 }

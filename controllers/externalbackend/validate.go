@@ -9,13 +9,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
 )
 
 // specRules are the checks admission cannot make: they depend on the
 // object's name or on values a CRD schema does not type (durations). The
-// negative drain period and the empty AWS selectors (emptySelectors) are
-// refused by admission too; they are checked here again for objects stored
-// before those rules existed, which the API server lets through unchanged.
+// negative drain period and what the kinds' own checks refuse (the empty
+// AWS selectors, see sourceChecks) are refused by admission too; they are
+// checked here again for objects stored before those rules existed, which
+// the API server lets through unchanged.
 type specRules struct {
 	ServiceName string `validate:"dns1035"`
 	DrainPeriod int64  `validate:"gte=0"`
@@ -52,27 +54,21 @@ func validateSpec(v *validator.Validate, xb *v1alpha1.ExternalBackend) error {
 			msgs = append(msgs, fmt.Sprintf("spec.drainPeriod: %s is negative; use 0s or more", xb.Spec.DrainPeriod.Duration))
 		}
 	}
-	msgs = append(msgs, emptySelectors(xb)...)
+	msgs = append(msgs, sourceChecks(providers.BuiltinKinds(), xb)...)
 	if len(msgs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%s", strings.Join(msgs, "; "))
 }
 
-// emptySelectors names the AWS sources that select nothing: the providers
-// read an empty selector as "no filter", every instance in the region.
-func emptySelectors(xb *v1alpha1.ExternalBackend) []string {
+// sourceChecks are the messages of the checks of each source's row in
+// kinds: for the built-in kinds, the AWS sources that select nothing,
+// which the providers read as "no filter", every instance in the region.
+func sourceChecks(kinds providers.Kinds, xb *v1alpha1.ExternalBackend) []string {
 	var msgs []string
 	for _, src := range xb.Spec.Sources {
-		switch {
-		case src.AWSEC2 != nil && len(src.AWSEC2.InstanceIDs) == 0 && len(src.AWSEC2.Tags) == 0:
-			msgs = append(msgs, fmt.Sprintf(
-				"spec.sources[%s].awsEC2: no instance IDs and no tags would select every instance in %s; list instance IDs or name at least one tag",
-				src.Name, src.AWSEC2.Region))
-		case src.AWSRDS != nil && src.AWSRDS.DBInstanceIdentifier == "" && src.AWSRDS.DBClusterIdentifier == "" && len(src.AWSRDS.Tags) == 0:
-			msgs = append(msgs, fmt.Sprintf(
-				"spec.sources[%s].awsRDS: no identifier and no tags would select every DB instance in %s; set dbInstanceIdentifier, dbClusterIdentifier or at least one tag",
-				src.Name, src.AWSRDS.Region))
+		if msg := kinds.Check(src); msg != "" {
+			msgs = append(msgs, msg)
 		}
 	}
 	return msgs

@@ -1,6 +1,7 @@
 package externalbackend
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
 )
 
 func TestValidateSpec(t *testing.T) {
@@ -116,5 +118,28 @@ func TestServiceName(t *testing.T) {
 	xb.Spec.Service.Name = "postgres"
 	if got := serviceName(xb); got != "postgres" {
 		t.Errorf("serviceName = %q, want spec.service.name", got)
+	}
+}
+
+// TestSourceChecksReadTheTable checks sources by their rows: a made-up row
+// ahead of awsEC2 that claims its tagless sources checks them its own way,
+// and the built-in rows check the rest.
+func TestSourceChecksReadTheTable(t *testing.T) {
+	tagless := func(s v1alpha1.Source) bool { return s.AWSEC2 != nil && len(s.AWSEC2.Tags) == 0 }
+	kinds := append(providers.Kinds{{Kind: "fleet", Of: tagless, Provider: &providers.ProviderKind{Name: "fleet"},
+		Check: func(s v1alpha1.Source) string { return "spec.sources[" + s.Name + "]: fleet says no" }}},
+		providers.BuiltinKinds()...)
+	xb := &v1alpha1.ExternalBackend{Spec: v1alpha1.ExternalBackendSpec{Sources: []v1alpha1.Source{
+		{Name: "vms", AWSEC2: &v1alpha1.AWSEC2Source{Region: "eu-west-1"}},
+		{Name: "db", AWSRDS: &v1alpha1.AWSRDSSource{Region: "eu-west-1"}},
+		{Name: "fixed", Static: &v1alpha1.StaticSource{}},
+	}}}
+	got := sourceChecks(kinds, xb)
+	want := []string{
+		"spec.sources[vms]: fleet says no",
+		"spec.sources[db].awsRDS: no identifier and no tags would select every DB instance in eu-west-1; set dbInstanceIdentifier, dbClusterIdentifier or at least one tag",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("sourceChecks = %q, want %q", got, want)
 	}
 }

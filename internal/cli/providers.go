@@ -38,7 +38,9 @@ func NewProviders(ctx context.Context, o ProviderOptions) (Providers, error) {
 	if err != nil {
 		return Providers{}, err
 	}
-	reg, err := providers.NewRegistry(static.New(), dns, consul, aws.RDS(), aws.EC2())
+	// The table of kinds says what each kind is to the controller; here
+	// are only the providers, configured by the flags its rows name.
+	reg, err := providers.BuiltinKinds().NewRegistry(static.New(), dns, consul, aws.RDS(), aws.EC2())
 	if err != nil {
 		return Providers{}, err
 	}

@@ -26,6 +26,9 @@ type Reader struct {
 	Client client.Reader
 	// Namespace is the controller's own: the only one whose Secrets it reads.
 	Namespace string
+	// Kinds is the table of source kinds that builds connections and tells
+	// which Secrets a provider reads; nil reads as providers.BuiltinKinds().
+	Kinds providers.Kinds
 }
 
 // SecretError is a Secret a BackendProvider names that cannot be read.
@@ -56,10 +59,10 @@ func (r Reader) SecretValue(ctx context.Context, user string, ref v1alpha1.Secre
 
 // Connection is the providers' view of bp: nil for a provider that only
 // admits (static, or dns without resolvers of its own, which asks the
-// controller's). The kind's entry in the table of source kinds builds it,
+// controller's). The kind's row in the table of source kinds builds it,
 // reading the Secrets it names through r.
 func (r Reader) Connection(ctx context.Context, bp *v1alpha1.BackendProvider) (*providers.Connection, error) {
-	return providers.Connect(ctx, bp, r)
+	return r.Kinds.OrBuiltin().Connect(ctx, bp, r)
 }
 
 // ProvidersNaming are the names of the BackendProviders that read the
@@ -71,8 +74,9 @@ func (r Reader) ProvidersNaming(ctx context.Context, secret string) []string {
 		return nil
 	}
 	var out []string
+	kinds := r.Kinds.OrBuiltin()
 	for _, bp := range list.Items {
-		if slices.Contains(providers.SecretsOf(&bp), secret) {
+		if slices.Contains(kinds.SecretsOf(&bp), secret) {
 			out = append(out, bp.Name)
 		}
 	}

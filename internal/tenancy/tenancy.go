@@ -6,7 +6,6 @@ package tenancy
 import (
 	"fmt"
 	"net/netip"
-	"path"
 	"slices"
 	"strings"
 
@@ -36,38 +35,13 @@ const (
 	RuleProviderNotFound = "ProviderNotFound"
 	RuleKind             = "Kind"
 	RuleNamespace        = "Namespace"
-	RuleService          = "AllowedServices"
+	RuleService          = providers.RuleAllowedServices
 )
 
 // Namespace is what admission reads of a namespace.
 type Namespace struct {
 	Name   string
 	Labels map[string]string
-}
-
-// KindOf is the provider's kind as its spec says: static, dns, consul or
-// aws; "" when none is set (admission makes that impossible).
-func KindOf(p *v1alpha1.BackendProvider) string {
-	switch s := p.Spec; {
-	case s.Static != nil:
-		return "static"
-	case s.DNS != nil:
-		return "dns"
-	case s.Consul != nil:
-		return "consul"
-	case s.AWS != nil:
-		return "aws"
-	}
-	return ""
-}
-
-// serves tells whether a provider of kind serves sources of kind k.
-func serves(kind string, k providers.Kind) bool {
-	switch k {
-	case providers.KindAWSRDS, providers.KindAWSEC2:
-		return kind == "aws"
-	}
-	return kind == string(k)
 }
 
 // Unreferenced decides for a source that names no provider: it uses the
@@ -83,19 +57,21 @@ func Unreferenced(src v1alpha1.Source, allowUnreferenced bool) *Refusal {
 }
 
 // Admit decides whether src, in namespace ns, may publish through p (nil:
-// the BackendProvider src names does not exist). The checks need no call
-// to the provider: a refused source costs the backend nothing.
-func Admit(p *v1alpha1.BackendProvider, ns Namespace, src v1alpha1.Source) *Refusal {
+// the BackendProvider src names does not exist), by the rules every kind
+// has and then those of src's row in kinds. The checks need no call to the
+// provider: a refused source costs the backend nothing.
+func Admit(kinds providers.Kinds, p *v1alpha1.BackendProvider, ns Namespace, src v1alpha1.Source) *Refusal {
 	name := src.ProviderRef.Name
 	field := fmt.Sprintf("spec.sources[%s]", src.Name)
 	if p == nil {
 		return &Refusal{Provider: name, Rule: RuleProviderNotFound, Message: fmt.Sprintf(
 			"%s.providerRef: BackendProvider %q does not exist; ask the platform team which providers this namespace may use (kubectl get backendproviders)", field, name)}
 	}
-	kind, srcKind := KindOf(p), providers.KindOf(src)
-	if !serves(kind, srcKind) {
+	row, kind := kinds.Of(src), kinds.ProviderOf(p.Spec)
+	if row == nil || kind == nil || kind.Name != row.Provider.Name {
 		return &Refusal{Provider: name, Rule: RuleKind, Message: fmt.Sprintf(
-			"%s.providerRef: BackendProvider %q is of kind %s and cannot serve %s sources; name a BackendProvider of kind %s", field, name, kind, srcKind, kindFor(srcKind))}
+			"%s.providerRef: BackendProvider %q is of kind %s and cannot serve %s sources; name a BackendProvider of kind %s",
+			field, name, kinds.ProviderKindOf(p), kinds.KindOf(src), servedBy(row))}
 	}
 	if ok, err := NamespaceAdmitted(p.Spec.Namespaces, ns); err != nil {
 		return &Refusal{Provider: name, Rule: RuleNamespace, Message: fmt.Sprintf(
@@ -105,20 +81,22 @@ func Admit(p *v1alpha1.BackendProvider, ns Namespace, src v1alpha1.Source) *Refu
 			"%s.providerRef: namespace %s is not admitted to BackendProvider %q (its spec.namespaces lists neither the namespace nor a selector its labels match); ask the platform team to admit it",
 			field, ns.Name, name)}
 	}
-	if c := p.Spec.Consul; c != nil && src.Consul != nil && !ServiceAllowed(c.AllowedServices, src.Consul.Service) {
-		return &Refusal{Provider: name, Rule: RuleService, Message: fmt.Sprintf(
-			"%s.consul.service: %q is not among the services BackendProvider %q serves (spec.consul.allowedServices %v)",
-			field, src.Consul.Service, name, c.AllowedServices)}
+	if row.Admit == nil {
+		return nil
+	}
+	if d := row.Admit(p, src); d != nil {
+		return &Refusal{Provider: name, Rule: d.Rule, Message: d.Message}
 	}
 	return nil
 }
 
-// kindFor is the provider kind that serves a source kind.
-func kindFor(k providers.Kind) string {
-	if k == providers.KindAWSRDS || k == providers.KindAWSEC2 {
-		return "aws"
+// servedBy names the provider kind that serves sources of row, "" for a
+// source no row claims (admission makes that impossible).
+func servedBy(row *providers.SourceKind) string {
+	if row == nil {
+		return ""
 	}
-	return string(k)
+	return row.Provider.Name
 }
 
 // NamespaceAdmitted tells whether sel admits ns: by name, or by labels.
@@ -134,22 +112,6 @@ func NamespaceAdmitted(sel v1alpha1.NamespaceSelection, ns Namespace) (bool, err
 		return false, err
 	}
 	return s.Matches(labels.Set(ns.Labels)), nil
-}
-
-// ServiceAllowed tells whether a Consul service matches one of the globs
-// (path.Match syntax: * and ?); no globs allow every service.
-func ServiceAllowed(globs []string, service string) bool {
-	if len(globs) == 0 {
-		return true
-	}
-	for _, g := range globs {
-		// A glob admission let through is well formed; a malformed one
-		// matches nothing.
-		if ok, _ := path.Match(g, service); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // AllowedPrefixes are the networks p lets endpoints be in, and whether it

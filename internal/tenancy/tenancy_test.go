@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
 )
 
 func provider(name string, spec v1alpha1.BackendProviderSpec) *v1alpha1.BackendProvider {
@@ -56,18 +57,24 @@ func TestAdmit(t *testing.T) {
 			RuleNamespace, "invalid spec.namespaces.selector"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := Admit(c.provider, c.ns, c.src)
-			switch {
-			case c.rule == "" && got != nil:
-				t.Fatalf("refused: %v", got)
-			case c.rule == "":
-				return
-			case got == nil:
-				t.Fatalf("admitted, want refused by %s", c.rule)
-			case got.Rule != c.rule || !strings.Contains(got.Message, c.says) || got.Provider != c.src.ProviderRef.Name:
-				t.Fatalf("refusal %+v, want rule %s saying %q", got, c.rule, c.says)
-			}
+			wantDecision(t, Admit(providers.BuiltinKinds(), c.provider, c.ns, c.src), c.src, c.rule, c.says)
 		})
+	}
+}
+
+// wantDecision fails unless got admits src (rule "") or refuses it by rule,
+// naming its provider and saying says.
+func wantDecision(t *testing.T, got *Refusal, src v1alpha1.Source, rule, says string) {
+	t.Helper()
+	switch {
+	case rule == "" && got != nil:
+		t.Fatalf("refused: %v", got)
+	case rule == "":
+		return
+	case got == nil:
+		t.Fatalf("admitted, want refused by %s", rule)
+	case got.Rule != rule || !strings.Contains(got.Message, says) || got.Provider != src.ProviderRef.Name:
+		t.Fatalf("refusal %+v, want rule %s saying %q", got, rule, says)
 	}
 }
 
@@ -79,26 +86,6 @@ func TestUnreferenced(t *testing.T) {
 	r := Unreferenced(src, false)
 	if r == nil || r.Rule != RuleProviderRequired || !strings.Contains(r.Message, "spec.sources[legacy].providerRef: required") {
 		t.Errorf("refusal %+v", r)
-	}
-}
-
-func TestServiceAllowed(t *testing.T) {
-	for _, c := range []struct {
-		globs   []string
-		service string
-		want    bool
-	}{
-		{nil, "anything", true},
-		{[]string{"*"}, "anything", true},
-		{[]string{"pay-*"}, "pay-db", true},
-		{[]string{"pay-*"}, "payroll", false},
-		{[]string{"db?"}, "db1", true},
-		{[]string{"db?"}, "db12", false},
-		{[]string{"[bad"}, "[bad", false},
-	} {
-		if got := ServiceAllowed(c.globs, c.service); got != c.want {
-			t.Errorf("ServiceAllowed(%q, %q) = %v, want %v", c.globs, c.service, got, c.want)
-		}
 	}
 }
 
@@ -115,5 +102,52 @@ func TestAllowedPrefixes(t *testing.T) {
 	}
 	if got, restricted := AllowedPrefixes(provider("p", v1alpha1.BackendProviderSpec{AllowedCIDRs: []string{"nonsense"}})); !restricted || len(got) != 0 {
 		t.Errorf("only malformed entries: %v restricted=%v, want restricted to nothing", got, restricted)
+	}
+}
+
+// TestAdmitReadsTheTable admits through a table with a made-up kind ahead
+// of the built-in ones: "inventory" claims the consul sources of
+// datacenter "inventory" and is served by consul providers of that
+// datacenter, with a rule of its own. Kind refusals name the table's kinds,
+// and only the row's own rule runs (not consul's allowedServices).
+func TestAdmitReadsTheTable(t *testing.T) {
+	inDatacenter := func(s v1alpha1.Source) bool { return s.Consul != nil && s.Consul.Datacenter == "inventory" }
+	inventory := &providers.ProviderKind{Name: "inventory", Of: func(s v1alpha1.BackendProviderSpec) bool {
+		return s.Consul != nil && s.Consul.Datacenter == "inventory"
+	}}
+	kinds := append(providers.Kinds{{Kind: "inventory", Of: inDatacenter, Provider: inventory,
+		Admit: func(_ *v1alpha1.BackendProvider, src v1alpha1.Source) *providers.Denial {
+			if src.Consul.Service == "retired" {
+				return &providers.Denial{Rule: "Retired", Message: "spec.sources[s].consul.service: retired"}
+			}
+			return nil
+		}}}, providers.BuiltinKinds()...)
+	ns := Namespace{Name: "payments"}
+	admitted := v1alpha1.NamespaceSelection{Names: []string{"payments"}}
+	inv := provider("inv", v1alpha1.BackendProviderSpec{Namespaces: admitted,
+		Consul: &v1alpha1.ConsulProvider{Address: "inventory:8500", Datacenter: "inventory", AllowedServices: []string{"none"}}})
+	consul := provider("consul-eu", v1alpha1.BackendProviderSpec{Namespaces: admitted, Consul: &v1alpha1.ConsulProvider{Address: "consul:8500"}})
+	src := func(provider, service, dc string) v1alpha1.Source {
+		return v1alpha1.Source{Name: "s", ProviderRef: &v1alpha1.ProviderReference{Name: provider},
+			Consul: &v1alpha1.ConsulSource{Service: service, Datacenter: dc}}
+	}
+	for _, c := range []struct {
+		name     string
+		provider *v1alpha1.BackendProvider
+		src      v1alpha1.Source
+		rule     string // "" when admitted
+		says     string
+	}{
+		{"inventory through inventory", inv, src("inv", "db", "inventory"), "", ""},
+		{"the row's own rule", inv, src("inv", "retired", "inventory"), "Retired", "retired"},
+		{"inventory through consul", consul, src("consul-eu", "db", "inventory"), RuleKind,
+			`BackendProvider "consul-eu" is of kind consul and cannot serve inventory sources; name a BackendProvider of kind inventory`},
+		{"consul through inventory", inv, src("inv", "db", ""), RuleKind,
+			`BackendProvider "inv" is of kind inventory and cannot serve consul sources; name a BackendProvider of kind consul`},
+		{"consul through consul", consul, src("consul-eu", "db", ""), "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wantDecision(t, Admit(kinds, c.provider, ns, c.src), c.src, c.rule, c.says)
+		})
 	}
 }

@@ -1,0 +1,317 @@
+package providers
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"path"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+)
+
+// SourceKind is one row of the table of source kinds: everything the
+// controller knows about a kind outside its Provider. Adding a kind is
+// adding a row; every reader (the registry, admission, connections, the
+// status of BackendProviders, the controller's spec checks) reads the rows.
+type SourceKind struct {
+	// Kind is the kind's name: the field of spec.sources[] it is set in.
+	Kind Kind
+	// Of tells whether a source is of this kind. The first row that claims
+	// a source has it, so a row may narrow a field another row has.
+	Of func(v1alpha1.Source) bool
+	// Provider is the BackendProvider kind that serves sources of this
+	// kind; several source kinds may share one (awsRDS and awsEC2: aws).
+	Provider *ProviderKind
+	// Admit holds the kind's own admission rules, checked after the
+	// namespace and kind rules every kind has: why p may not serve src, or
+	// nil. Nil Admit: no rule of its own.
+	Admit func(p *v1alpha1.BackendProvider, src v1alpha1.Source) *Denial
+	// Check holds the controller's own checks of a source of this kind, for
+	// what admission cannot refuse (objects stored before a rule existed):
+	// a message naming the field and the fix, or "". Nil Check: none.
+	Check func(src v1alpha1.Source) string
+}
+
+// ProviderKind is one kind of BackendProvider: a connection the platform
+// team sets up, named by spec.<kind> and reported as status.kind.
+type ProviderKind struct {
+	// Name is the kind as status.kind reports it and refusals name it.
+	Name string
+	// Of tells whether a BackendProvider's spec is of this kind.
+	Of func(v1alpha1.BackendProviderSpec) bool
+	// Connect builds the connection sources get through bp, reading the
+	// Secrets it names through secrets; it returns nil when bp only admits
+	// (the provider then uses the controller's own connection). Nil
+	// Connect: the kind never has a connection of its own.
+	Connect func(ctx context.Context, bp *v1alpha1.BackendProvider, secrets SecretReader) (*Connection, error)
+	// Secrets names the Secrets of the controller's namespace that bp
+	// reads, so that a changed Secret wakes what uses it. Nil: none.
+	Secrets func(bp *v1alpha1.BackendProvider) []string
+	// FlagPrefix names the controller flags (--<FlagPrefix>*) that
+	// configure the controller's own connection of this kind, the one
+	// sources without a providerRef use. The flags are bound in
+	// internal/cli, whose tests check that each prefix names flags there;
+	// "" when the kind has no connection to configure.
+	FlagPrefix string
+}
+
+// SecretReader reads one key of a Secret the platform team named in a
+// BackendProvider; user names what refers to it, for the messages.
+type SecretReader interface {
+	SecretValue(ctx context.Context, user string, ref v1alpha1.SecretKeyReference) ([]byte, error)
+}
+
+// Denial is a kind's own reason to refuse a source through a
+// BackendProvider; admission adds the provider's name.
+type Denial struct {
+	// Rule names the rule, as status and events show it.
+	Rule string
+	// Message names the field, the provider and the fix.
+	Message string
+}
+
+// RuleAllowedServices refuses a Consul service outside a provider's
+// spec.consul.allowedServices.
+const RuleAllowedServices = "AllowedServices"
+
+// Kinds is a table of source kinds, in the order their Of functions are asked.
+type Kinds []SourceKind
+
+// BuiltinKinds is the table of the kinds this controller has, one per
+// field of v1alpha1.Source. It is built afresh at each call: no caller can
+// change another's table.
+func BuiltinKinds() Kinds {
+	static := &ProviderKind{Name: "static", Of: func(s v1alpha1.BackendProviderSpec) bool { return s.Static != nil }}
+	dns := &ProviderKind{Name: "dns", Of: func(s v1alpha1.BackendProviderSpec) bool { return s.DNS != nil },
+		Connect: connectDNS, FlagPrefix: "dns-"}
+	consul := &ProviderKind{Name: "consul", Of: func(s v1alpha1.BackendProviderSpec) bool { return s.Consul != nil },
+		Connect: connectConsul, Secrets: consulSecrets, FlagPrefix: "consul-"}
+	aws := &ProviderKind{Name: "aws", Of: func(s v1alpha1.BackendProviderSpec) bool { return s.AWS != nil },
+		Connect: connectAWS, FlagPrefix: "aws-"}
+	return Kinds{
+		{Kind: KindStatic, Of: func(s v1alpha1.Source) bool { return s.Static != nil }, Provider: static},
+		{Kind: KindDNS, Of: func(s v1alpha1.Source) bool { return s.DNS != nil }, Provider: dns},
+		{Kind: KindConsul, Of: func(s v1alpha1.Source) bool { return s.Consul != nil }, Provider: consul,
+			Admit: admitConsulService},
+		{Kind: KindAWSRDS, Of: func(s v1alpha1.Source) bool { return s.AWSRDS != nil }, Provider: aws,
+			Check: checkRDSSelects},
+		{Kind: KindAWSEC2, Of: func(s v1alpha1.Source) bool { return s.AWSEC2 != nil }, Provider: aws,
+			Check: checkEC2Selects},
+	}
+}
+
+// OrBuiltin is ks, or BuiltinKinds when ks is nil: a reader whose table
+// its caller did not set reads the built-in kinds.
+func (ks Kinds) OrBuiltin() Kinds {
+	if ks == nil {
+		return BuiltinKinds()
+	}
+	return ks
+}
+
+// Of is the row of src's kind, nil when no row claims it.
+func (ks Kinds) Of(src v1alpha1.Source) *SourceKind {
+	for i := range ks {
+		if ks[i].Of(src) {
+			return &ks[i]
+		}
+	}
+	return nil
+}
+
+// KindOf is src's kind, "" when no row claims it (admission makes that
+// impossible for the built-in kinds).
+func (ks Kinds) KindOf(src v1alpha1.Source) Kind {
+	if k := ks.Of(src); k != nil {
+		return k.Kind
+	}
+	return ""
+}
+
+// ProviderOf is the kind of a BackendProvider spec, nil when no row's
+// provider claims it.
+func (ks Kinds) ProviderOf(spec v1alpha1.BackendProviderSpec) *ProviderKind {
+	for _, k := range ks {
+		if k.Provider.Of(spec) {
+			return k.Provider
+		}
+	}
+	return nil
+}
+
+// ProviderKindOf is bp's kind as status.kind reports it, "" when no row
+// claims it.
+func (ks Kinds) ProviderKindOf(bp *v1alpha1.BackendProvider) string {
+	if p := ks.ProviderOf(bp.Spec); p != nil {
+		return p.Name
+	}
+	return ""
+}
+
+// Connect is the providers' view of bp: its kind's connection, nil for a
+// provider that only admits (static, or dns without resolvers of its own,
+// which asks the controller's).
+func (ks Kinds) Connect(ctx context.Context, bp *v1alpha1.BackendProvider, secrets SecretReader) (*Connection, error) {
+	p := ks.ProviderOf(bp.Spec)
+	if p == nil || p.Connect == nil {
+		return nil, nil
+	}
+	return p.Connect(ctx, bp, secrets)
+}
+
+// SecretsOf are the names of the Secrets bp reads.
+func (ks Kinds) SecretsOf(bp *v1alpha1.BackendProvider) []string {
+	p := ks.ProviderOf(bp.Spec)
+	if p == nil || p.Secrets == nil {
+		return nil
+	}
+	return p.Secrets(bp)
+}
+
+// Check is the controller's own check of src's kind: a message naming the
+// field and the fix, or "".
+func (ks Kinds) Check(src v1alpha1.Source) string {
+	if k := ks.Of(src); k != nil && k.Check != nil {
+		return k.Check(src)
+	}
+	return ""
+}
+
+// KindOf returns the kind of a source among the built-in kinds: the one
+// field that is set, or "" when none is (admission validation makes that
+// impossible for stored objects).
+func KindOf(s v1alpha1.Source) Kind { return BuiltinKinds().KindOf(s) }
+
+// NewConnection starts the connection of bp: its name, and a key that
+// changes with bp's identity and generation and with whatever else the
+// connection depends on (also: a CA read from a Secret).
+func NewConnection(bp *v1alpha1.BackendProvider, also ...[]byte) *Connection {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", bp.UID, bp.Generation)
+	for _, b := range also {
+		_, _ = h.Write(b)
+	}
+	return &Connection{Name: bp.Name, Key: hex.EncodeToString(h.Sum(nil))}
+}
+
+// userOf names bp in the messages about the Secrets it reads.
+func userOf(bp *v1alpha1.BackendProvider) string { return "BackendProvider " + bp.Name }
+
+// connectDNS asks bp's own resolvers; without any, bp only admits.
+func connectDNS(_ context.Context, bp *v1alpha1.BackendProvider, _ SecretReader) (*Connection, error) {
+	if len(bp.Spec.DNS.Resolvers) == 0 {
+		return nil, nil
+	}
+	conn := NewConnection(bp)
+	conn.DNS = &DNSConnection{Resolvers: bp.Spec.DNS.Resolvers}
+	return conn, nil
+}
+
+// connectConsul reads the CA now, and the token now and again before every
+// query, so that a rotated token applies without a new reconcile.
+func connectConsul(ctx context.Context, bp *v1alpha1.BackendProvider, secrets SecretReader) (*Connection, error) {
+	s, user := bp.Spec.Consul, userOf(bp)
+	c := &ConsulConnection{Address: s.Address, Datacenter: s.Datacenter, Token: func() (string, error) { return "", nil }}
+	if tls := s.TLS; tls != nil {
+		c.ServerName = tls.ServerName
+		if tls.CASecretRef != nil {
+			ca, err := secrets.SecretValue(ctx, user, *tls.CASecretRef)
+			if err != nil {
+				return nil, err
+			}
+			c.CAPEM = ca
+		}
+	}
+	if ref := s.TokenSecretRef; ref != nil {
+		// Read now, so that a missing Secret makes the provider unusable
+		// at once, not at Consul's next answer; and again before every
+		// query, from the cache (no round trip), so that a rotated token
+		// applies without a reconcile.
+		if _, err := secrets.SecretValue(ctx, user, *ref); err != nil {
+			return nil, err
+		}
+		c.Token = func() (string, error) {
+			v, err := secrets.SecretValue(context.Background(), user, *ref)
+			return string(v), err
+		}
+	}
+	// A new CA is a new connection; a rotated token is not (see Key).
+	conn := NewConnection(bp, c.CAPEM)
+	conn.Consul = c
+	return conn, nil
+}
+
+// consulSecrets are the token's and the CA's Secrets.
+func consulSecrets(bp *v1alpha1.BackendProvider) []string {
+	c := bp.Spec.Consul
+	var names []string
+	if c.TokenSecretRef != nil {
+		names = append(names, c.TokenSecretRef.Name)
+	}
+	if c.TLS != nil && c.TLS.CASecretRef != nil {
+		names = append(names, c.TLS.CASecretRef.Name)
+	}
+	return names
+}
+
+// connectAWS is the account and region of bp; the controller's own
+// credentials assume its role.
+func connectAWS(_ context.Context, bp *v1alpha1.BackendProvider, _ SecretReader) (*Connection, error) {
+	s := bp.Spec.AWS
+	conn := NewConnection(bp)
+	conn.AWS = &AWSConnection{Region: s.Region, AssumeRoleARN: s.AssumeRoleARN, EndpointURL: s.EndpointURL, ConsentTag: s.ConsentTag}
+	return conn, nil
+}
+
+// admitConsulService refuses a service outside the provider's
+// allowedServices.
+func admitConsulService(p *v1alpha1.BackendProvider, src v1alpha1.Source) *Denial {
+	c := p.Spec.Consul
+	if ServiceAllowed(c.AllowedServices, src.Consul.Service) {
+		return nil
+	}
+	return &Denial{Rule: RuleAllowedServices, Message: fmt.Sprintf(
+		"spec.sources[%s].consul.service: %q is not among the services BackendProvider %q serves (spec.consul.allowedServices %v)",
+		src.Name, src.Consul.Service, p.Name, c.AllowedServices)}
+}
+
+// ServiceAllowed tells whether a Consul service matches one of the globs
+// (path.Match syntax: * and ?); no globs allow every service.
+func ServiceAllowed(globs []string, service string) bool {
+	if len(globs) == 0 {
+		return true
+	}
+	for _, g := range globs {
+		// A glob admission let through is well formed; a malformed one
+		// matches nothing.
+		if ok, _ := path.Match(g, service); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// checkEC2Selects refuses an EC2 source that selects nothing: the provider
+// reads an empty selector as "no filter", every instance in the region.
+func checkEC2Selects(src v1alpha1.Source) string {
+	s := src.AWSEC2
+	if len(s.InstanceIDs) > 0 || len(s.Tags) > 0 {
+		return ""
+	}
+	return fmt.Sprintf(
+		"spec.sources[%s].awsEC2: no instance IDs and no tags would select every instance in %s; list instance IDs or name at least one tag",
+		src.Name, s.Region)
+}
+
+// checkRDSSelects refuses an RDS source that selects nothing, as
+// checkEC2Selects does for EC2.
+func checkRDSSelects(src v1alpha1.Source) string {
+	s := src.AWSRDS
+	if s.DBInstanceIdentifier != "" || s.DBClusterIdentifier != "" || len(s.Tags) > 0 {
+		return ""
+	}
+	return fmt.Sprintf(
+		"spec.sources[%s].awsRDS: no identifier and no tags would select every DB instance in %s; set dbInstanceIdentifier, dbClusterIdentifier or at least one tag",
+		src.Name, s.Region)
+}
