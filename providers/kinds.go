@@ -15,7 +15,8 @@ import (
 // adding a row; every reader (the registry, admission, connections, the
 // status of BackendProviders, the controller's spec checks) reads the rows.
 type SourceKind struct {
-	// Kind is the kind's name: the field of spec.sources[] it is set in.
+	// Kind is the kind's name: for the built-in kinds, the field of
+	// spec.sources[] it is set in.
 	Kind Kind
 	// Of tells whether a source is of this kind. The first row that claims
 	// a source has it, so a row may narrow a field another row has.
@@ -24,12 +25,13 @@ type SourceKind struct {
 	// kind; several source kinds may share one (awsRDS and awsEC2: aws).
 	Provider *ProviderKind
 	// Admit holds the kind's own admission rules, checked after the
-	// namespace and kind rules every kind has: why p may not serve src, or
-	// nil. Nil Admit: no rule of its own.
+	// namespace and kind rules every kind has (so p is of Provider's kind):
+	// why p may not serve src, or nil. Nil Admit: no rule of its own.
 	Admit func(p *v1alpha1.BackendProvider, src v1alpha1.Source) *Denial
-	// Check holds the controller's own checks of a source of this kind, for
-	// what admission cannot refuse (objects stored before a rule existed):
-	// a message naming the field and the fix, or "". Nil Check: none.
+	// Check holds the controller's own checks of a source this row claims,
+	// for what admission cannot refuse (objects stored before a rule
+	// existed): a message naming the field and the fix, or "". Nil Check:
+	// none.
 	Check func(src v1alpha1.Source) string
 }
 
@@ -40,13 +42,15 @@ type ProviderKind struct {
 	Name string
 	// Of tells whether a BackendProvider's spec is of this kind.
 	Of func(v1alpha1.BackendProviderSpec) bool
-	// Connect builds the connection sources get through bp, reading the
-	// Secrets it names through secrets; it returns nil when bp only admits
-	// (the provider then uses the controller's own connection). Nil
-	// Connect: the kind never has a connection of its own.
+	// Connect builds the connection sources get through bp, a provider
+	// this kind's Of claims, reading the Secrets it names through secrets;
+	// it returns nil when bp only admits (the provider then uses the
+	// controller's own connection). Nil Connect: the kind never has a
+	// connection of its own.
 	Connect func(ctx context.Context, bp *v1alpha1.BackendProvider, secrets SecretReader) (*Connection, error)
-	// Secrets names the Secrets of the controller's namespace that bp
-	// reads, so that a changed Secret wakes what uses it. Nil: none.
+	// Secrets names the Secrets of the controller's namespace that bp (of
+	// this kind) reads, so that a changed Secret wakes what uses it. Nil:
+	// none.
 	Secrets func(bp *v1alpha1.BackendProvider) []string
 	// FlagPrefix names the controller flags (--<FlagPrefix>*) that
 	// configure the controller's own connection of this kind, the one
