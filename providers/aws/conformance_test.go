@@ -7,7 +7,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/providertest"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 )
 
 // refused is a failure of a source that names a role the controller may
@@ -113,7 +113,7 @@ func TestEC2Conformance(t *testing.T) {
 			}
 		},
 	})
-	if got := e.fake.Calls(awsfake.DescribeInstances); got != 1 {
+	if got := e.fake.Calls(awstest.DescribeInstances); got != 1 {
 		t.Errorf("the whole suite made %d DescribeInstances calls, want 1: every resolve reads the shared listing", got)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/backendslice/backendslice/providers"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	"github.com/backendslice/backendslice/providers/providertest"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 )
 
 // The controller's own access key (newEnv's static credentials), and the
@@ -64,7 +64,7 @@ func resolveReqErr(t *testing.T, p providers.Provider, req providers.Request) *p
 }
 
 // tagged is instance i with tags added.
-func tagged(i awsfake.DBInstance, tags map[string]string) awsfake.DBInstance {
+func tagged(i awstest.DBInstance, tags map[string]string) awstest.DBInstance {
 	i.Tags = tags
 	return i
 }
@@ -103,13 +103,13 @@ func TestConnectionsReadTheirAccounts(t *testing.T) {
 		want        int
 	}{
 		// One session a role, cached for the listings that follow.
-		{awsfake.AssumeRole, controllerKey, 2},
-		{awsfake.DescribeDBInstances, keyA, 1},
-		{awsfake.DescribeDBInstances, keyB, 1},
-		{awsfake.DescribeInstances, keyA, 1},
-		{awsfake.DescribeInstances, keyB, 1},
-		{awsfake.DescribeDBInstances, controllerKey, 0},
-		{awsfake.DescribeInstances, controllerKey, 0},
+		{awstest.AssumeRole, controllerKey, 2},
+		{awstest.DescribeDBInstances, keyA, 1},
+		{awstest.DescribeDBInstances, keyB, 1},
+		{awstest.DescribeInstances, keyA, 1},
+		{awstest.DescribeInstances, keyB, 1},
+		{awstest.DescribeDBInstances, controllerKey, 0},
+		{awstest.DescribeInstances, controllerKey, 0},
 	} {
 		if got := e.fake.CallsBy(c.action, c.key); got != c.want {
 			t.Errorf("%s signed by %s: %d calls, want %d", c.action, c.key, got, c.want)
@@ -124,7 +124,7 @@ func TestConnectionsReadTheirAccounts(t *testing.T) {
 // other's clients, STS session or listing.
 func TestConnectionsAtTwoEndpoints(t *testing.T) {
 	e := newEnv(t, nil)
-	there := awsfake.New()
+	there := awstest.New()
 	t.Cleanup(there.Close)
 	e.fake.AddRole(roleA, keyA)
 	there.AddRole(roleA, keyB)
@@ -141,8 +141,8 @@ func TestConnectionsAtTwoEndpoints(t *testing.T) {
 		"db-1.abcdefgh.eu-west-1.rds.amazonaws.com")
 	wantAddresses(t, "through the second endpoint", resolveReq(t, p, asked(db, "team", awsConnection("there", roleA, there.URL), fqdn)),
 		elsewhere.Address)
-	for _, f := range []*awsfake.Server{e.fake, there} {
-		if a, d := f.CallsBy(awsfake.AssumeRole, controllerKey), f.Calls(awsfake.DescribeDBInstances); a != 1 || d != 1 {
+	for _, f := range []*awstest.Server{e.fake, there} {
+		if a, d := f.CallsBy(awstest.AssumeRole, controllerKey), f.Calls(awstest.DescribeDBInstances); a != 1 || d != 1 {
 			t.Errorf("fake at %s: %d AssumeRole and %d DescribeDBInstances calls, want 1 each: STS and RDS at the provider's endpoint", f.URL, a, d)
 		}
 	}
@@ -162,7 +162,7 @@ func TestConnectionRoleRefused(t *testing.T) {
 	pe := resolveReqErr(t, p, asked(db, "team", awsConnection("ghost", unknown, e.fake.URL)))
 	wantErr(t, pe, true, false, v1alpha1.ReasonAccessDenied,
 		"role "+unknown+" of BackendProvider ghost", "sts:AssumeRole on resource: "+unknown, "trust policy")
-	if n := e.fake.Calls(awsfake.DescribeDBInstances); n != 0 {
+	if n := e.fake.Calls(awstest.DescribeDBInstances); n != 0 {
 		t.Errorf("%d DescribeDBInstances calls without credentials, want 0", n)
 	}
 	wantAddresses(t, "another BackendProvider", resolveReq(t, p, asked(db, "team", awsConnection("known", roleA, e.fake.URL), v1alpha1.AddressTypeIPv4)), "192.0.2.41")
@@ -181,8 +181,8 @@ func TestConsentTag(t *testing.T) {
 	e.fake.PutDBInstance(tagged(dbInstance("db-pay", "192.0.2.51"), consent(" payments , billing")))
 	e.fake.PutDBInstance(tagged(dbInstance("db-web", "192.0.2.52"), map[string]string{"app": "db"}))
 	e.fake.PutDBInstance(tagged(dbInstance("db-near", "192.0.2.53"), consent("payments-test")))
-	e.fake.PutDBCluster(awsfake.DBCluster{Identifier: "aurora", Status: "available",
-		Members: []awsfake.ClusterMember{{Instance: "db-web", Writer: true}}, Tags: map[string]string{consentTag: "billing"}})
+	e.fake.PutDBCluster(awstest.DBCluster{Identifier: "aurora", Status: "available",
+		Members: []awstest.ClusterMember{{Instance: "db-web", Writer: true}}, Tags: map[string]string{consentTag: "billing"}})
 	payVM := vm("i-0pay", "51")
 	payVM.Tags = map[string]string{"app": "web", consentTag: "payments"}
 	e.fake.PutEC2Instance(payVM)
@@ -228,7 +228,7 @@ func TestConsentTag(t *testing.T) {
 			wantErr(t, resolveReqErr(t, r.p, r.req), true, true, v1alpha1.ReasonAccessDenied, r.want)
 		})
 	}
-	for _, action := range []string{awsfake.DescribeDBInstances, awsfake.DescribeDBClusters, awsfake.DescribeInstances} {
+	for _, action := range []string{awstest.DescribeDBInstances, awstest.DescribeDBClusters, awstest.DescribeInstances} {
 		if n := e.fake.Calls(action); n != 1 {
 			t.Errorf("%s: %d calls, want 1: consent is checked on the shared listing", action, n)
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/providertest"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 )
 
 // TestCost500Backends counts the AWS calls 500 backends make over ten
@@ -33,8 +33,8 @@ func TestCost500Backends(t *testing.T) {
 		w, r := cluster+"-w", cluster+"-r"
 		e.fake.PutDBInstance(dbInstance(w, fmt.Sprintf("198.51.100.%d", n+1)))
 		e.fake.PutDBInstance(dbInstance(r, fmt.Sprintf("198.51.100.%d", n+101)))
-		e.fake.PutDBCluster(awsfake.DBCluster{Identifier: cluster, Status: "available",
-			Members: []awsfake.ClusterMember{{Instance: w, Writer: true}, {Instance: r}}})
+		e.fake.PutDBCluster(awstest.DBCluster{Identifier: cluster, Status: "available",
+			Members: []awstest.ClusterMember{{Instance: w, Writer: true}, {Instance: r}}})
 		sources = append(sources,
 			rdsSource(v1alpha1.AWSRDSSource{DBClusterIdentifier: cluster, Role: v1alpha1.AWSRDSRoleWriter}),
 			rdsSource(v1alpha1.AWSRDSSource{DBClusterIdentifier: cluster, Role: v1alpha1.AWSRDSRoleReaders}))
@@ -42,7 +42,7 @@ func TestCost500Backends(t *testing.T) {
 	for n := range 100 {
 		app := fmt.Sprintf("app-%03d", n)
 		for k := range 2 {
-			e.fake.PutEC2Instance(awsfake.EC2Instance{ID: fmt.Sprintf("i-%03d%d", n, k), State: "running",
+			e.fake.PutEC2Instance(awstest.EC2Instance{ID: fmt.Sprintf("i-%03d%d", n, k), State: "running",
 				PrivateIP: fmt.Sprintf("203.0.113.%d", (2*n+k)%250+1), Zone: "eu-west-1a", Tags: map[string]string{"app": app}})
 		}
 		sources = append(sources, ec2Source(v1alpha1.AWSEC2Source{Tags: map[string]string{"app": app}}))
@@ -80,7 +80,7 @@ func TestCost500Backends(t *testing.T) {
 		}
 	}
 	calls := map[string]int{}
-	for _, a := range []string{awsfake.DescribeDBInstances, awsfake.DescribeDBClusters, awsfake.DescribeInstances} {
+	for _, a := range []string{awstest.DescribeDBInstances, awstest.DescribeDBClusters, awstest.DescribeInstances} {
 		calls[a] = e.fake.Calls(a)
 	}
 	total := e.fake.TotalCalls()

@@ -6,13 +6,13 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 )
 
 // vm is a running instance tagged app=web with private, public and IPv6
 // addresses from the documentation ranges.
-func vm(id, last string) awsfake.EC2Instance {
-	return awsfake.EC2Instance{
+func vm(id, last string) awstest.EC2Instance {
+	return awstest.EC2Instance{
 		ID: id, State: "running", Zone: "eu-west-1b", Tags: map[string]string{"app": "web"},
 		PrivateIP: "198.51.100." + last, PublicIP: "203.0.113." + last, IPv6: "2001:db8:1::" + last,
 	}
@@ -79,7 +79,7 @@ func TestEC2TagsAndPagination(t *testing.T) {
 	if len(eps) != 8 {
 		t.Fatalf("app=web found %d instances, want 8: %+v", len(eps), eps)
 	}
-	if got := e.fake.Calls(awsfake.DescribeInstances); got != 3 {
+	if got := e.fake.Calls(awstest.DescribeInstances); got != 3 {
 		t.Errorf("DescribeInstances calls = %d, want 3 pages of at most 5", got)
 	}
 }
@@ -99,10 +99,10 @@ func TestEC2ThrottlingAndAccessDenied(t *testing.T) {
 	e.fake.PutEC2Instance(vm("i-0a", "10"))
 	src := ec2Source(v1alpha1.AWSEC2Source{InstanceIDs: []string{"i-0a"}})
 	p := e.s.EC2()
-	e.fake.Fail(awsfake.DescribeInstances, "RequestLimitExceeded", 2)
+	e.fake.Fail(awstest.DescribeInstances, "RequestLimitExceeded", 2)
 	wantAddresses(t, "after two throttles", resolve(t, p, src, v1alpha1.AddressTypeIPv4), "198.51.100.10")
 
-	e.fake.Fail(awsfake.DescribeInstances, "UnauthorizedOperation", -1)
+	e.fake.Fail(awstest.DescribeInstances, "UnauthorizedOperation", -1)
 	e.expire()
 	wantErr(t, resolveErr(t, p, src), true, false, v1alpha1.ReasonAccessDenied,
 		"spec.sources[vms].awsEC2", "UnauthorizedOperation", "ec2:DescribeInstances")

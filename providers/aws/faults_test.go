@@ -8,7 +8,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 )
 
 // TestRepeatedTokenFailsTheListing makes AWS hand back the pagination token
@@ -24,12 +24,12 @@ func TestRepeatedTokenFailsTheListing(t *testing.T) {
 		// endpoints is how many the source resolves to without the fault.
 		endpoints int
 	}{
-		{name: "RDS instance", action: awsfake.DescribeDBInstances, endpoints: 1,
+		{name: "RDS instance", action: awstest.DescribeDBInstances, endpoints: 1,
 			src: rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "db-4"})},
-		{name: "Aurora cluster", action: awsfake.DescribeDBClusters, endpoints: 1,
+		{name: "Aurora cluster", action: awstest.DescribeDBClusters, endpoints: 1,
 			src: rdsSource(v1alpha1.AWSRDSSource{DBClusterIdentifier: "cluster-4"})},
 		// Five instances, their IPv4 and IPv6 addresses each.
-		{name: "EC2 tags", action: awsfake.DescribeInstances, endpoints: 10,
+		{name: "EC2 tags", action: awstest.DescribeInstances, endpoints: 10,
 			src: ec2Source(v1alpha1.AWSEC2Source{Tags: map[string]string{"app": "web"}})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -39,8 +39,8 @@ func TestRepeatedTokenFailsTheListing(t *testing.T) {
 			for n := range 5 {
 				id := fmt.Sprintf("db-%d", n)
 				e.fake.PutDBInstance(dbInstance(id, fmt.Sprintf("192.0.2.%d", n+1)))
-				e.fake.PutDBCluster(awsfake.DBCluster{Identifier: fmt.Sprintf("cluster-%d", n), Status: "available",
-					Members: []awsfake.ClusterMember{{Instance: id, Writer: true}}})
+				e.fake.PutDBCluster(awstest.DBCluster{Identifier: fmt.Sprintf("cluster-%d", n), Status: "available",
+					Members: []awstest.ClusterMember{{Instance: id, Writer: true}}})
 				e.fake.PutEC2Instance(vm(fmt.Sprintf("i-%d", n), fmt.Sprint(n+1)))
 			}
 			e.fake.SetPageLimit(2)

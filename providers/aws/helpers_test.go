@@ -15,7 +15,7 @@ import (
 	"github.com/backendslice/backendslice/providers"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	"github.com/backendslice/backendslice/providers/providertest"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 )
 
 const (
@@ -27,7 +27,7 @@ const (
 // env is a fake AWS, a session of real SDK clients pointed at it and the
 // clock that ages the session's listings.
 type env struct {
-	fake  *awsfake.Server
+	fake  *awstest.Server
 	s     *awsprovider.Session
 	clock *clocktesting.FakeClock
 }
@@ -36,7 +36,7 @@ type env struct {
 // and a fake clock; change, when not nil, edits the options first.
 func newEnv(t *testing.T, change func(*awsprovider.Options)) *env {
 	t.Helper()
-	fake := awsfake.New()
+	fake := awstest.New()
 	t.Cleanup(fake.Close)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	opts := awsprovider.Options{
@@ -142,8 +142,8 @@ func wantAddresses(t *testing.T, what string, eps []providers.Endpoint, addrs ..
 }
 
 // dbInstance is an available instance with one IPv4 address in 192.0.2.0/24.
-func dbInstance(id, ip string) awsfake.DBInstance {
-	return awsfake.DBInstance{
+func dbInstance(id, ip string) awstest.DBInstance {
+	return awstest.DBInstance{
 		Identifier: id, Status: "available", Address: id + ".abcdefgh.eu-west-1.rds.amazonaws.com",
 		Port: 5432, Zone: "eu-west-1a", NetworkType: "IPV4", IPs: []string{ip},
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 )
 
 func TestRDSSingleInstance(t *testing.T) {
@@ -46,7 +46,7 @@ func TestRDSStatusTable(t *testing.T) {
 		{"some-future-status", false, false},
 		{"deleting", true, true},
 	} {
-		e.fake.UpdateDBInstance("orders", func(i *awsfake.DBInstance) { i.Status = c.status })
+		e.fake.UpdateDBInstance("orders", func(i *awstest.DBInstance) { i.Status = c.status })
 		e.expire()
 		eps := resolve(t, e.s.RDS(), src)
 		if len(eps) != 1 || eps[0].Serving != c.serving || eps[0].Terminating != c.terminating {
@@ -70,7 +70,7 @@ func aurora(e *env) {
 	e.fake.PutDBInstance(dbInstance("aurora-1", "192.0.2.21"))
 	e.fake.PutDBInstance(dbInstance("aurora-2", "192.0.2.22"))
 	e.fake.PutDBInstance(dbInstance("aurora-3", "192.0.2.23"))
-	e.fake.PutDBCluster(awsfake.DBCluster{Identifier: "aurora", Status: "available", Members: []awsfake.ClusterMember{
+	e.fake.PutDBCluster(awstest.DBCluster{Identifier: "aurora", Status: "available", Members: []awstest.ClusterMember{
 		{Instance: "aurora-1", Writer: true}, {Instance: "aurora-2"}, {Instance: "aurora-3"},
 	}})
 }
@@ -92,7 +92,7 @@ func TestAuroraFailover(t *testing.T) {
 	e.expire()
 	wantAddresses(t, "writer after the refresh", resolve(t, p, writer), "192.0.2.22")
 	wantAddresses(t, "readers after the refresh", resolve(t, p, readers), "192.0.2.21", "192.0.2.23")
-	if got := e.fake.Calls(awsfake.DescribeDBClusters); got != 2 {
+	if got := e.fake.Calls(awstest.DescribeDBClusters); got != 2 {
 		t.Errorf("DescribeDBClusters calls = %d, want 2 (one a refresh)", got)
 	}
 }
@@ -149,22 +149,22 @@ func TestRDSThrottlingStormThenSuccess(t *testing.T) {
 	p := e.s.RDS()
 
 	// Two throttles: the SDK's retryer absorbs them within one call.
-	e.fake.Fail(awsfake.DescribeDBInstances, "Throttling", 2)
+	e.fake.Fail(awstest.DescribeDBInstances, "Throttling", 2)
 	wantAddresses(t, "after two throttles", resolve(t, p, src), "192.0.2.10")
-	if got := e.fake.Calls(awsfake.DescribeDBInstances); got != 3 {
+	if got := e.fake.Calls(awstest.DescribeDBInstances); got != 3 {
 		t.Errorf("calls = %d, want 3 (two throttled, one answered)", got)
 	}
 
 	// A storm outlasting the retries: transient, and held so that backends
 	// retrying meanwhile do not call AWS again.
-	e.fake.Fail(awsfake.DescribeDBInstances, "Throttling", -1)
+	e.fake.Fail(awstest.DescribeDBInstances, "Throttling", -1)
 	e.expire()
 	wantErr(t, resolveErr(t, p, src), false, false, "SourceFailed", "Throttling", "spec.sources[db].awsRDS")
-	before := e.fake.Calls(awsfake.DescribeDBInstances)
+	before := e.fake.Calls(awstest.DescribeDBInstances)
 	for range 20 {
 		wantErr(t, resolveErr(t, p, src), false, false, "SourceFailed", "Throttling")
 	}
-	if got := e.fake.Calls(awsfake.DescribeDBInstances); got != before {
+	if got := e.fake.Calls(awstest.DescribeDBInstances); got != before {
 		t.Errorf("20 resolves during the hold made %d calls, want 0", got-before)
 	}
 	e.fake.ClearFaults()
@@ -182,17 +182,17 @@ func TestRDSPagination(t *testing.T) {
 	if len(eps) != 7 {
 		t.Fatalf("found %d instances over pages of 2, want 7: %+v", len(eps), eps)
 	}
-	if got := e.fake.Calls(awsfake.DescribeDBInstances); got != 4 {
+	if got := e.fake.Calls(awstest.DescribeDBInstances); got != 4 {
 		t.Errorf("DescribeDBInstances calls = %d, want 4 pages", got)
 	}
 }
 
 func TestRDSAccessDenied(t *testing.T) {
 	e := newEnv(t, nil)
-	e.fake.Fail(awsfake.DescribeDBInstances, "AccessDenied", -1)
+	e.fake.Fail(awstest.DescribeDBInstances, "AccessDenied", -1)
 	pe := resolveErr(t, e.s.RDS(), rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "orders"}))
 	wantErr(t, pe, true, false, v1alpha1.ReasonAccessDenied, "spec.sources[db].awsRDS", "AccessDenied", "rds:DescribeDBInstances")
-	if got := e.fake.Calls(awsfake.DescribeDBInstances); got != 1 {
+	if got := e.fake.Calls(awstest.DescribeDBInstances); got != 1 {
 		t.Errorf("calls = %d, want 1: access denied is not retried", got)
 	}
 }
@@ -231,7 +231,7 @@ func TestSharedListing(t *testing.T) {
 		resolve(t, p, rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "aurora-1"}))
 		resolve(t, p, writer)
 	}
-	if a, c := e.fake.Calls(awsfake.DescribeDBInstances), e.fake.Calls(awsfake.DescribeDBClusters); a != 1 || c != 1 {
+	if a, c := e.fake.Calls(awstest.DescribeDBInstances), e.fake.Calls(awstest.DescribeDBClusters); a != 1 || c != 1 {
 		t.Errorf("100 resolves made %d DescribeDBInstances and %d DescribeDBClusters calls, want 1 each", a, c)
 	}
 	// Another region is another listing.
@@ -251,13 +251,13 @@ func TestRDSNewInstanceIsListedBeforeGone(t *testing.T) {
 	e.fake.PutDBInstance(dbInstance("new", "192.0.2.52"))
 	// Within the recheck period a missing instance is gone without a call.
 	wantErr(t, resolveErr(t, p, rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "new"})), true, true, "BackendNotFound")
-	if got := e.fake.Calls(awsfake.DescribeDBInstances); got != 1 {
+	if got := e.fake.Calls(awstest.DescribeDBInstances); got != 1 {
 		t.Errorf("calls = %d, want 1", got)
 	}
 	// Past it, the listing is taken again before the instance is called gone.
 	e.clock.Step(interval / 5)
 	wantAddresses(t, "new instance", resolve(t, p, rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "new"})), "192.0.2.52")
-	if got := e.fake.Calls(awsfake.DescribeDBInstances); got != 2 {
+	if got := e.fake.Calls(awstest.DescribeDBInstances); got != 2 {
 		t.Errorf("calls = %d, want 2", got)
 	}
 }

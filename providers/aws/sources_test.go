@@ -12,7 +12,7 @@ import (
 	"github.com/backendslice/backendslice/providers"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	"github.com/backendslice/backendslice/providers/providertest"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 )
 
 // resolveAs resolves src as a source of backend with p and returns the
@@ -156,7 +156,7 @@ func TestSourceChangeMovesItsStreams(t *testing.T) {
 }
 
 // waitForCalls waits until the fake received n requests of action.
-func waitForCalls(t *testing.T, fake *awsfake.Server, action string, n int) {
+func waitForCalls(t *testing.T, fake *awstest.Server, action string, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); fake.Calls(action) < n; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -171,7 +171,7 @@ func waitForCalls(t *testing.T, fake *awsfake.Server, action string, n int) {
 func TestForgetDuringListing(t *testing.T) {
 	e := newEnv(t, nil)
 	e.fake.PutDBInstance(dbInstance("orders", "192.0.2.10"))
-	release := e.fake.Stall(awsfake.DescribeDBInstances)
+	release := e.fake.Stall(awstest.DescribeDBInstances)
 	t.Cleanup(release)
 	p := e.s.RDS()
 	a := types.NamespacedName{Namespace: "team", Name: "a"}
@@ -186,7 +186,7 @@ func TestForgetDuringListing(t *testing.T) {
 		eps, err := resolveAs(p, a, src)
 		done <- answer{eps, err}
 	}()
-	waitForCalls(t, e.fake, awsfake.DescribeDBInstances, 1)
+	waitForCalls(t, e.fake, awstest.DescribeDBInstances, 1)
 	p.Forget(a)
 	wantKept(t, e.s, "forgotten while listing", 0, 0)
 
@@ -201,7 +201,7 @@ func TestForgetDuringListing(t *testing.T) {
 	// The answer went with the listing: resolving again lists again.
 	mustResolveAs(t, p, a, src)
 	wantKept(t, e.s, "resolved again", 1, 1)
-	if got := e.fake.Calls(awsfake.DescribeDBInstances); got != 2 {
+	if got := e.fake.Calls(awstest.DescribeDBInstances); got != 2 {
 		t.Errorf("calls = %d, want 2", got)
 	}
 }
@@ -212,7 +212,7 @@ func TestForgetDuringListing(t *testing.T) {
 func TestCloseEndsListings(t *testing.T) {
 	e := newEnv(t, nil)
 	e.fake.PutEC2Instance(vm("i-0a", "10"))
-	release := e.fake.Stall(awsfake.DescribeInstances)
+	release := e.fake.Stall(awstest.DescribeInstances)
 	t.Cleanup(release)
 	p := e.s.EC2()
 	a := types.NamespacedName{Namespace: "team", Name: "a"}
@@ -223,7 +223,7 @@ func TestCloseEndsListings(t *testing.T) {
 		_, err := resolveAs(p, a, src)
 		done <- err
 	}()
-	waitForCalls(t, e.fake, awsfake.DescribeInstances, 1)
+	waitForCalls(t, e.fake, awstest.DescribeInstances, 1)
 	p.Close()
 	if err := <-done; err == nil || providers.IsTerminal(err) {
 		t.Errorf("the listing ended by Close: %v, want a transient failure", err)
@@ -236,7 +236,7 @@ func TestCloseEndsListings(t *testing.T) {
 	}
 	wantErr(t, providers.AsError(err), false, false, v1alpha1.ReasonSourceFailed, "spec.sources[vms].awsEC2", "closed")
 	wantKept(t, e.s, "resolved after Close", 0, 0)
-	if got := e.fake.Calls(awsfake.DescribeInstances); got != 1 {
+	if got := e.fake.Calls(awstest.DescribeInstances); got != 1 {
 		t.Errorf("calls = %d, want 1: nothing is listed after Close", got)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/consul"
-	"github.com/backendslice/backendslice/providers/consul/consultest"
+	"github.com/backendslice/backendslice/test/consultest"
 )
 
 // managementToken is the management token of the agents started with ACLs.

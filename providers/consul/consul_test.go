@@ -21,8 +21,8 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/consul"
-	"github.com/backendslice/backendslice/providers/consul/consultest"
 	"github.com/backendslice/backendslice/providers/providertest"
+	"github.com/backendslice/backendslice/test/consultest"
 )
 
 // shared is the agent the tests share; tests that stop the agent or turn

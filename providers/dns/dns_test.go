@@ -19,8 +19,8 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/dns"
-	"github.com/backendslice/backendslice/providers/dns/dnstest"
 	"github.com/backendslice/backendslice/providers/providertest"
+	"github.com/backendslice/backendslice/test/dnstest"
 )
 
 // The server is authoritative for two zones, so that a CNAME can lead out

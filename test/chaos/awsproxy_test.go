@@ -29,7 +29,7 @@ type awsProxy struct {
 func newAWSProxy(target string) *awsProxy {
 	u, err := url.Parse(target)
 	if err != nil {
-		panic(fmt.Sprintf("awsfake URL %q: %v", target, err))
+		panic(fmt.Sprintf("awstest URL %q: %v", target, err))
 	}
 	p := &awsProxy{}
 	forward := httputil.NewSingleHostReverseProxy(u)

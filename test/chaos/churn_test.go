@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 )
 
 // churner keeps the sources of a set of backends changing, one random step
@@ -76,10 +76,10 @@ func newChurner(t *testing.T, rng *rand.Rand, ns, p string) *churner {
 	}
 	w.registerConsul(t, consulMixed, consulMixed+"-0", ip4(2, 20), api.HealthPassing)
 	for i := range 3 {
-		w.putEC2(awsfake.EC2Instance{ID: fmt.Sprintf("i-%s-%d", p, i), State: "running", PrivateIP: ip4(0, 100+i), IPv6: ip6(3, i), Zone: awsRegion + "a", Tags: ec2Tags})
+		w.putEC2(awstest.EC2Instance{ID: fmt.Sprintf("i-%s-%d", p, i), State: "running", PrivateIP: ip4(0, 100+i), IPv6: ip6(3, i), Zone: awsRegion + "a", Tags: ec2Tags})
 	}
 	rdsID := p + "-db"
-	w.putRDS(awsfake.DBInstance{Identifier: rdsID, Status: "available", Address: ip4(1, 200), IPs: []string{ip4(1, 200)}, Port: 5432, Zone: awsRegion + "b", NetworkType: "IPV4"})
+	w.putRDS(awstest.DBInstance{Identifier: rdsID, Status: "available", Address: ip4(1, 200), IPs: []string{ip4(1, 200)}, Port: 5432, Zone: awsRegion + "b", NetworkType: "IPV4"})
 
 	staticAddrs := []string{ip4(0, 0), ip4(0, 1), ip4(0, 2), ip6(1, 0), ip6(1, 1)}
 	var bigAddrs []string
@@ -230,7 +230,7 @@ func newChurner(t *testing.T, rng *rand.Rand, ns, p string) *churner {
 		{"EC2 instance launched", 1, func() {
 			c.next++
 			n := 10 + c.rng.IntN(80)
-			w.putEC2(awsfake.EC2Instance{ID: fmt.Sprintf("i-%s-n%d", p, c.next), State: "running", PrivateIP: ip4(0, 100+n), IPv6: ip6(3, n), Zone: awsRegion + "b", Tags: ec2Tags})
+			w.putEC2(awstest.EC2Instance{ID: fmt.Sprintf("i-%s-n%d", p, c.next), State: "running", PrivateIP: ip4(0, 100+n), IPv6: ip6(3, n), Zone: awsRegion + "b", Tags: ec2Tags})
 		}},
 		{"EC2 instance terminated", 1, func() {
 			ids := slices.DeleteFunc(c.ec2IDs(), func(id string) bool { return id == fmt.Sprintf("i-%s-0", p) })

@@ -43,10 +43,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
-	"github.com/backendslice/backendslice/providers/consul/consultest"
-	"github.com/backendslice/backendslice/providers/dns/dnstest"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
+	"github.com/backendslice/backendslice/test/consultest"
 	"github.com/backendslice/backendslice/test/controlplane"
+	"github.com/backendslice/backendslice/test/dnstest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -90,7 +90,7 @@ var env struct {
 	certDir    string
 	dns        *dnstest.Server
 	consul     *consultest.Agent
-	aws        *awsfake.Server
+	aws        *awstest.Server
 	proxy      *awsProxy
 	world      *world
 	ledger     *ledger
@@ -133,7 +133,7 @@ func run(m *testing.M) (code int) {
 		return 1
 	}
 	defer func() { _ = env.dns.Stop() }()
-	env.aws = awsfake.New()
+	env.aws = awstest.New()
 	defer env.aws.Close()
 	env.proxy = newAWSProxy(env.aws.URL)
 	defer env.proxy.Close()

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 )
 
 // Faults of TestProvidersDownAcrossRestart, as the report names them.
@@ -49,9 +49,9 @@ func TestProvidersDownAcrossRestart(t *testing.T) {
 	w.registerConsul(t, consulSvc, "down-0", ip4(2, 100), api.HealthPassing)
 	w.registerConsul(t, consulSvc, "down-1", ip4(2, 101), api.HealthPassing)
 	w.registerConsul(t, consulSvc, "down-2", ip4(2, 102), api.HealthCritical)
-	w.putEC2(awsfake.EC2Instance{ID: "i-down-0", State: "running", PrivateIP: ip4(0, 200), IPv6: ip6(3, 200), Tags: tags})
-	w.putEC2(awsfake.EC2Instance{ID: "i-down-1", State: "pending", PrivateIP: ip4(0, 201), Tags: tags})
-	w.putRDS(awsfake.DBInstance{Identifier: rdsID, Status: "available", Address: ip4(1, 210), IPs: []string{ip4(1, 210)}, Port: 5432, NetworkType: "IPV4"})
+	w.putEC2(awstest.EC2Instance{ID: "i-down-0", State: "running", PrivateIP: ip4(0, 200), IPv6: ip6(3, 200), Tags: tags})
+	w.putEC2(awstest.EC2Instance{ID: "i-down-1", State: "pending", PrivateIP: ip4(0, 201), Tags: tags})
+	w.putRDS(awstest.DBInstance{Identifier: rdsID, Status: "available", Address: ip4(1, 210), IPs: []string{ip4(1, 210)}, Port: 5432, NetworkType: "IPV4"})
 	for _, xb := range []struct {
 		name string
 		src  v1alpha1.Source
@@ -73,7 +73,7 @@ func TestProvidersDownAcrossRestart(t *testing.T) {
 			env.aws.ClearFaults()
 			return
 		}
-		for _, action := range []string{awsfake.DescribeDBInstances, awsfake.DescribeDBClusters, awsfake.DescribeInstances} {
+		for _, action := range []string{awstest.DescribeDBInstances, awstest.DescribeDBClusters, awstest.DescribeInstances} {
 			env.aws.Fail(action, "AccessDenied", -1)
 		}
 	}
@@ -163,7 +163,7 @@ func TestProvidersDownAcrossRestart(t *testing.T) {
 		w.deregisterConsul(t, consulSvc, "down-1")
 		w.registerConsul(t, consulSvc, "down-1", ip4(2, 101), api.HealthPassing)
 		w.setEC2State("i-down-1", "running")
-		w.putEC2(awsfake.EC2Instance{ID: fmt.Sprintf("i-down-n%d", n), State: "running", PrivateIP: ip4(0, 210+n), Tags: tags})
+		w.putEC2(awstest.EC2Instance{ID: fmt.Sprintf("i-down-n%d", n), State: "running", PrivateIP: ip4(0, 210+n), Tags: tags})
 		w.setRDSStatus(rdsID, map[bool]string{true: "rebooting", false: "available"}[n%2 == 0])
 		r.requireRunning()
 		convergeEach(t, at(upAt), faultOf, ns)

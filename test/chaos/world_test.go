@@ -20,8 +20,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/providers/consul/consultest"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
+	"github.com/backendslice/backendslice/test/consultest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -66,8 +66,8 @@ type world struct {
 	mu       sync.Mutex
 	dnsAddrs map[string][]string                  // fully qualified name -> A and AAAA values
 	consul   map[string]map[string]consulInstance // service -> instance ID -> instance
-	ec2      map[string]awsfake.EC2Instance       // instance ID -> instance
-	rds      map[string]awsfake.DBInstance        // identifier -> instance
+	ec2      map[string]awstest.EC2Instance       // instance ID -> instance
+	rds      map[string]awstest.DBInstance        // identifier -> instance
 	specs    map[types.NamespacedName]*v1alpha1.ExternalBackend
 	// vanished is when each endpoint that a backend's sources no longer
 	// report stopped being reported: it may drain until then plus its
@@ -85,8 +85,8 @@ func newWorld(served map[corev1.IPFamily]bool) *world {
 		served:    served,
 		dnsAddrs:  map[string][]string{},
 		consul:    map[string]map[string]consulInstance{},
-		ec2:       map[string]awsfake.EC2Instance{},
-		rds:       map[string]awsfake.DBInstance{},
+		ec2:       map[string]awstest.EC2Instance{},
+		rds:       map[string]awstest.DBInstance{},
 		specs:     map[types.NamespacedName]*v1alpha1.ExternalBackend{},
 		vanished:  map[types.NamespacedName]map[string]time.Time{},
 		conflicts: map[types.NamespacedName]bool{},
@@ -193,7 +193,7 @@ func (w *world) expectedLocked(xb *v1alpha1.ExternalBackend) map[string]want {
 }
 
 // selectsEC2 tells whether an awsEC2 source picks instance i.
-func selectsEC2(src *v1alpha1.AWSEC2Source, i awsfake.EC2Instance) bool {
+func selectsEC2(src *v1alpha1.AWSEC2Source, i awstest.EC2Instance) bool {
 	if len(src.InstanceIDs) > 0 {
 		return slices.Contains(src.InstanceIDs, i.ID)
 	}
@@ -434,7 +434,7 @@ func (w *world) reregisterConsul(t *testing.T) {
 }
 
 // putEC2 adds or replaces an EC2 instance.
-func (w *world) putEC2(i awsfake.EC2Instance) {
+func (w *world) putEC2(i awstest.EC2Instance) {
 	w.change(func() {
 		env.aws.PutEC2Instance(i)
 		w.ec2[i.ID] = i
@@ -462,7 +462,7 @@ func (w *world) deleteEC2(id string) {
 // putRDS adds or replaces an RDS instance. Its endpoint address is one of
 // its IPs written as a literal, which the controller's resolver returns as
 // it is: the child process cannot be pointed at the fake's resolver.
-func (w *world) putRDS(i awsfake.DBInstance) {
+func (w *world) putRDS(i awstest.DBInstance) {
 	w.change(func() {
 		env.aws.PutDBInstance(i)
 		w.rds[i.Identifier] = i
@@ -472,7 +472,7 @@ func (w *world) putRDS(i awsfake.DBInstance) {
 // setRDSStatus changes the status of an RDS instance.
 func (w *world) setRDSStatus(id, status string) {
 	w.change(func() {
-		env.aws.UpdateDBInstance(id, func(i *awsfake.DBInstance) { i.Status = status })
+		env.aws.UpdateDBInstance(id, func(i *awstest.DBInstance) { i.Status = status })
 		i := w.rds[id]
 		i.Status = status
 		w.rds[id] = i

@@ -1,5 +1,5 @@
 // Package aws_test runs the controller with the AWS providers against a real
-// kube-apiserver and the AWS wire fake (test/awsfake), through the real
+// kube-apiserver and the AWS wire fake (test/awstest), through the real
 // aws-sdk-go-v2 clients, and checks that RDS and EC2 changes end in the
 // right EndpointSlices and status. Tests run one after another: they share
 // the fake, and some inject failures into it.
@@ -16,7 +16,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -27,10 +27,10 @@ const region = "eu-west-1"
 const refresh = time.Second
 
 // fake is the AWS the controller talks to.
-var fake *awsfake.Server
+var fake *awstest.Server
 
 func TestMain(m *testing.M) {
-	fake = awsfake.New()
+	fake = awstest.New()
 	code := framework.Run(m, framework.Options{Providers: func(providers.Waker) ([]providers.Provider, error) {
 		s, err := framework.AWS(fake, refresh)
 		if err != nil {
@@ -56,8 +56,8 @@ func backend(ns, name string, src v1alpha1.Source) *v1alpha1.ExternalBackend {
 }
 
 // instance is an available DB instance of the test region on port 3306.
-func instance(id, ip string) awsfake.DBInstance {
-	return awsfake.DBInstance{
+func instance(id, ip string) awstest.DBInstance {
+	return awstest.DBInstance{
 		Identifier: id, Status: "available", Address: id + ".abcdefgh.eu-west-1.rds.amazonaws.com",
 		Port: 3306, Zone: "eu-west-1a", NetworkType: "IPV4", IPs: []string{ip},
 	}
@@ -75,7 +75,7 @@ func TestAuroraFailover(t *testing.T) {
 	fake.PutDBInstance(instance("failover-1", "192.0.2.11"))
 	fake.PutDBInstance(instance("failover-2", "192.0.2.12"))
 	fake.PutDBInstance(instance("failover-3", "192.0.2.13"))
-	fake.PutDBCluster(awsfake.DBCluster{Identifier: "failover", Status: "available", Members: []awsfake.ClusterMember{
+	fake.PutDBCluster(awstest.DBCluster{Identifier: "failover", Status: "available", Members: []awstest.ClusterMember{
 		{Instance: "failover-1", Writer: true}, {Instance: "failover-2"}, {Instance: "failover-3"},
 	}})
 	member := func(role v1alpha1.AWSRDSRole) v1alpha1.Source {
@@ -94,14 +94,14 @@ func TestAuroraFailover(t *testing.T) {
 	framework.WaitAddresses(t, ns, "readers", "192.0.2.11", "192.0.2.13")
 
 	// A reader rebooting stays published, not serving.
-	fake.UpdateDBInstance("failover-3", func(i *awsfake.DBInstance) { i.Status = "rebooting" })
+	fake.UpdateDBInstance("failover-3", func(i *awstest.DBInstance) { i.Status = "rebooting" })
 	framework.WaitStates(t, ns, "readers", map[string]string{"192.0.2.11": ready, "192.0.2.13": notServing})
 }
 
 func TestEC2States(t *testing.T) {
 	ns := framework.Namespace(t)
-	vm := func(id, ip, state string) awsfake.EC2Instance {
-		return awsfake.EC2Instance{ID: id, State: state, PrivateIP: ip, Zone: "eu-west-1b", Tags: map[string]string{"app": "e2e-web"}}
+	vm := func(id, ip, state string) awstest.EC2Instance {
+		return awstest.EC2Instance{ID: id, State: state, PrivateIP: ip, Zone: "eu-west-1b", Tags: map[string]string{"app": "e2e-web"}}
 	}
 	fake.PutEC2Instance(vm("i-e2e1", "198.51.100.21", "running"))
 	fake.PutEC2Instance(vm("i-e2e2", "198.51.100.22", "pending"))
@@ -132,7 +132,7 @@ func TestAccessDeniedKeepsEndpoints(t *testing.T) {
 	framework.Create(t, xb)
 	framework.WaitReady(t, xb)
 
-	fake.Fail(awsfake.DescribeDBInstances, "AccessDenied", -1)
+	fake.Fail(awstest.DescribeDBInstances, "AccessDenied", -1)
 	t.Cleanup(fake.ClearFaults)
 	cur := framework.WaitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied)
 	framework.WaitAddresses(t, ns, "db", "192.0.2.31")

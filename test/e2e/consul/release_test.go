@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/providers/consul/consultest"
+	"github.com/backendslice/backendslice/test/consultest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 

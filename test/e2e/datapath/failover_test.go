@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/providers/consul/consultest"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
+	"github.com/backendslice/backendslice/test/consultest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 	"github.com/backendslice/backendslice/test/netlab"
 )
@@ -94,7 +94,7 @@ func failoverCases() []failoverCase {
 				var ids []string
 				for _, h := range all {
 					id := instanceID(ns, h)
-					ec2.PutEC2Instance(awsfake.EC2Instance{ID: id, State: "running", PrivateIP: hosts[h].Addr4.String()})
+					ec2.PutEC2Instance(awstest.EC2Instance{ID: id, State: "running", PrivateIP: hosts[h].Addr4.String()})
 					ids = append(ids, id)
 				}
 				return sourceBackend(ns, v1alpha1.Source{Name: "ec2", AWSEC2: &v1alpha1.AWSEC2Source{Region: "eu-west-1", InstanceIDs: ids}})

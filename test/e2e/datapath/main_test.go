@@ -23,12 +23,12 @@ import (
 
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/consul"
-	"github.com/backendslice/backendslice/providers/consul/consultest"
 	"github.com/backendslice/backendslice/providers/dns"
-	"github.com/backendslice/backendslice/providers/dns/dnstest"
 	"github.com/backendslice/backendslice/providers/static"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
+	"github.com/backendslice/backendslice/test/consultest"
 	"github.com/backendslice/backendslice/test/controlplane"
+	"github.com/backendslice/backendslice/test/dnstest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 	"github.com/backendslice/backendslice/test/netlab"
 )
@@ -71,7 +71,7 @@ var (
 	hosts     = map[string]*netlab.Host{}
 	dnsServer *dnstest.Server
 	agent     *consultest.Agent
-	ec2       *awsfake.Server
+	ec2       *awstest.Server
 )
 
 var hostNames = []string{"a1", "a2", "b1", "b2", "c1", "c2"}
@@ -94,7 +94,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = agent.Close() }()
-	ec2 = awsfake.New()
+	ec2 = awstest.New()
 	defer ec2.Close()
 
 	var labErr error

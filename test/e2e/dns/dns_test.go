@@ -20,8 +20,8 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/dns"
-	"github.com/backendslice/backendslice/providers/dns/dnstest"
 	"github.com/backendslice/backendslice/providers/static"
+	"github.com/backendslice/backendslice/test/dnstest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 

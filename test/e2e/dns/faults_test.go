@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/providers/dns/dnstest"
+	"github.com/backendslice/backendslice/test/dnstest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 

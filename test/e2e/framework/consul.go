@@ -7,8 +7,8 @@ import (
 
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/consul"
-	"github.com/backendslice/backendslice/providers/consul/consultest"
 	"github.com/backendslice/backendslice/providers/static"
+	"github.com/backendslice/backendslice/test/consultest"
 )
 
 // Consul is a real Consul agent and the controller's consul provider that

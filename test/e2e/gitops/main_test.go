@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/config/argocd"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
+	"github.com/backendslice/backendslice/test/argocdtest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -47,7 +47,7 @@ func live(t *testing.T, xb *v1alpha1.ExternalBackend) *unstructured.Unstructured
 func judge(t *testing.T, xb *v1alpha1.ExternalBackend, health string, want status.Status) string {
 	t.Helper()
 	u := live(t, xb)
-	h, err := argocd.HealthOf(u)
+	h, err := argocdtest.HealthOf(u)
 	if err != nil {
 		t.Fatal(err)
 	}

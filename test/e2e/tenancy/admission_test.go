@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/providers/consul/consultest"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
+	"github.com/backendslice/backendslice/test/consultest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -133,7 +133,7 @@ func newKindCase(t *testing.T, kind string) kindCase {
 			"refused":  {"192.0.2.33"},
 		}
 		for i, label := range []string{"named", "labelled", "refused"} {
-			fake.PutEC2Instance(awsfake.EC2Instance{ID: fmt.Sprintf("i-%08x", i+1), State: "running",
+			fake.PutEC2Instance(awstest.EC2Instance{ID: fmt.Sprintf("i-%08x", i+1), State: "running",
 				PrivateIP: addrs[label][0], Zone: region + "a", Tags: map[string]string{"app": label}})
 		}
 		return kindCase{
@@ -214,7 +214,7 @@ func TestSourceWithoutProviderIsRefused(t *testing.T) {
 	name := "unreferenced-" + ns + "." + zone
 	setAddrs(ownDNS, name, "192.0.2.41")
 	fake := newFake(t)
-	fake.PutEC2Instance(awsfake.EC2Instance{ID: "i-0000aaaa", State: "running", PrivateIP: "192.0.2.42", Tags: map[string]string{"app": "web"}})
+	fake.PutEC2Instance(awstest.EC2Instance{ID: "i-0000aaaa", State: "running", PrivateIP: "192.0.2.42", Tags: map[string]string{"app": "web"}})
 	unreferenced := []v1alpha1.Source{
 		{Name: "fixed", Static: &v1alpha1.StaticSource{Endpoints: []v1alpha1.StaticEndpoint{{Address: "192.0.2.40"}}}},
 		{Name: "lookup", DNS: &v1alpha1.DNSSource{Name: name}},

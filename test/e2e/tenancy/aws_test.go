@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -43,7 +43,7 @@ func TestAWSConsentTag(t *testing.T) {
 	waitEvent(t, refused, corev1.EventTypeWarning, v1alpha1.ReasonAccessDenied, parts...)
 	waitStates(t, web, "orders", map[string]string{})
 
-	if n := fake.CallsBy(awsfake.DescribeDBInstances, controllerKey); n == 0 {
+	if n := fake.CallsBy(awstest.DescribeDBInstances, controllerKey); n == 0 {
 		t.Errorf("no DescribeDBInstances signed with the controller's key reached the provider's endpoint")
 	}
 	if n := ownAWS.TotalCalls(); n != 0 {
@@ -104,17 +104,17 @@ func TestAWSAccounts(t *testing.T) {
 		atLeast           bool
 		want              int
 	}{
-		{"AssumeRole with the controller's key (three roles)", awsfake.AssumeRole, controllerKey, true, 3},
-		{"DescribeDBInstances as account A", awsfake.DescribeDBInstances, keyA, true, 1},
-		{"DescribeDBInstances as account B", awsfake.DescribeDBInstances, keyB, true, 1},
-		{"DescribeDBInstances as the controller", awsfake.DescribeDBInstances, controllerKey, false, 0},
+		{"AssumeRole with the controller's key (three roles)", awstest.AssumeRole, controllerKey, true, 3},
+		{"DescribeDBInstances as account A", awstest.DescribeDBInstances, keyA, true, 1},
+		{"DescribeDBInstances as account B", awstest.DescribeDBInstances, keyB, true, 1},
+		{"DescribeDBInstances as the controller", awstest.DescribeDBInstances, controllerKey, false, 0},
 	} {
 		got := fake.CallsBy(c.action, c.key)
 		if (c.atLeast && got < c.want) || (!c.atLeast && got != c.want) {
 			t.Errorf("%s: %d call(s), want %s%d", c.what, got, map[bool]string{true: "at least ", false: ""}[c.atLeast], c.want)
 		}
 	}
-	if all, signed := fake.Calls(awsfake.DescribeDBInstances), fake.CallsBy(awsfake.DescribeDBInstances, keyA)+fake.CallsBy(awsfake.DescribeDBInstances, keyB); all != signed {
+	if all, signed := fake.Calls(awstest.DescribeDBInstances), fake.CallsBy(awstest.DescribeDBInstances, keyA)+fake.CallsBy(awstest.DescribeDBInstances, keyB); all != signed {
 		t.Errorf("%d DescribeDBInstances calls, %d of them as account A or B: the untrusted provider read as someone", all, signed)
 	}
 	t.Logf("calls: %v", fmt.Sprint(fake.Scopes()))

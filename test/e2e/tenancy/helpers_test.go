@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -458,10 +458,10 @@ func waitPrinted(t *testing.T, name string, want map[string]string) {
 // DNS would resolve the names of instances of several accounts.
 type fakeResolver struct {
 	mu    sync.Mutex
-	fakes []*awsfake.Server
+	fakes []*awstest.Server
 }
 
-func (r *fakeResolver) add(f *awsfake.Server) {
+func (r *fakeResolver) add(f *awstest.Server) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.fakes = append(r.fakes, f)
@@ -482,17 +482,17 @@ func (r *fakeResolver) LookupNetIP(c context.Context, network, host string) ([]n
 
 // newFake starts an AWS fake of the test's own, so that its call counters
 // count the test's calls only.
-func newFake(t *testing.T) *awsfake.Server {
+func newFake(t *testing.T) *awstest.Server {
 	t.Helper()
-	f := awsfake.New()
+	f := awstest.New()
 	fakes.add(f)
 	t.Cleanup(f.Close)
 	return f
 }
 
 // dbInstance is an available DB instance of the region at ip.
-func dbInstance(id, ip string, tags map[string]string) awsfake.DBInstance {
-	return awsfake.DBInstance{
+func dbInstance(id, ip string, tags map[string]string) awstest.DBInstance {
+	return awstest.DBInstance{
 		Identifier: id, Status: "available", Address: id + ".abcdefgh." + region + ".rds.amazonaws.com",
 		Port: 5432, Zone: region + "a", NetworkType: "IPV4", IPs: []string{ip}, Tags: tags,
 	}

@@ -34,11 +34,11 @@ import (
 	"github.com/backendslice/backendslice/providers"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	"github.com/backendslice/backendslice/providers/consul"
-	"github.com/backendslice/backendslice/providers/consul/consultest"
 	"github.com/backendslice/backendslice/providers/dns"
-	"github.com/backendslice/backendslice/providers/dns/dnstest"
 	"github.com/backendslice/backendslice/providers/static"
-	"github.com/backendslice/backendslice/test/awsfake"
+	"github.com/backendslice/backendslice/test/awstest"
+	"github.com/backendslice/backendslice/test/consultest"
+	"github.com/backendslice/backendslice/test/dnstest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -75,7 +75,7 @@ var (
 	ownConsul *counter
 	// ownAWS is the controller's own AWS endpoint (--aws-endpoint-url): its
 	// calls must stay at zero.
-	ownAWS *awsfake.Server
+	ownAWS *awstest.Server
 	// fakes resolves the RDS endpoint names of every AWS fake the tests start.
 	fakes = &fakeResolver{}
 )
@@ -113,7 +113,7 @@ func run(m *testing.M) int {
 	defer func() { _ = ownDNS.Stop() }()
 	ownConsul = newCounter()
 	defer ownConsul.Close()
-	ownAWS = awsfake.New()
+	ownAWS = awstest.New()
 	defer ownAWS.Close()
 	fakes.add(ownAWS)
 

@@ -23,7 +23,7 @@ import (
 	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/internal/coalesce"
 	"github.com/backendslice/backendslice/providers/consul"
-	"github.com/backendslice/backendslice/providers/consul/consultest"
+	"github.com/backendslice/backendslice/test/consultest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 

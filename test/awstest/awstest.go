@@ -1,4 +1,4 @@
-// Package awsfake is an HTTP server that speaks the AWS Query protocol for
+// Package awstest is an HTTP server that speaks the AWS Query protocol for
 // exactly the calls backendslice makes: RDS DescribeDBInstances and
 // DescribeDBClusters (API version 2014-10-31), EC2 DescribeInstances
 // (2016-11-15) and STS AssumeRole (2011-06-15). No AWS emulator runs here, so the real aws-sdk-go-v2 clients
@@ -18,7 +18,7 @@
 // assumable, its credentials signing with an access key of its own, and
 // SetAccount limits what callers signing with an access key see, as an
 // account sees only its own instances.
-package awsfake
+package awstest
 
 import (
 	"context"
@@ -173,7 +173,7 @@ func (s *Server) UpdateDBInstance(id string, change func(*DBInstance)) {
 	defer s.mu.Unlock()
 	i, ok := s.instances[id]
 	if !ok {
-		panic("awsfake: no DB instance " + id)
+		panic("awstest: no DB instance " + id)
 	}
 	change(&i)
 	s.instances[id] = cloneDBInstance(i)
@@ -214,7 +214,7 @@ func (s *Server) Failover(id, writer string) {
 	defer s.mu.Unlock()
 	c, ok := s.clusters[id]
 	if !ok {
-		panic("awsfake: no DB cluster " + id)
+		panic("awstest: no DB cluster " + id)
 	}
 	c.Members = slices.Clone(c.Members)
 	for i := range c.Members {
@@ -237,7 +237,7 @@ func (s *Server) SetEC2State(id, state string) {
 	defer s.mu.Unlock()
 	i, ok := s.ec2[id]
 	if !ok {
-		panic("awsfake: no EC2 instance " + id)
+		panic("awstest: no EC2 instance " + id)
 	}
 	i.State = state
 	s.ec2[id] = i

@@ -1,4 +1,4 @@
-package awsfake
+package awstest
 
 import (
 	"encoding/xml"
