@@ -150,7 +150,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up controller: %w", err)
 	}
-	bp := &backendprovider.Reconciler{Client: mgr.GetClient(), Namespace: rcfg.Namespace}
+	bp := &backendprovider.Reconciler{Client: mgr.GetClient(), Namespace: rcfg.Namespace, Kinds: opts.Providers.Kinds()}
 	if err := bp.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the BackendProvider status controller: %w", err)
 	}
