@@ -1,6 +1,27 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Probe defaults. The API server applies them through the
+// +kubebuilder:default markers of Probe and HTTPProbe, which cannot name a
+// constant and so repeat these values (a test compares the generated CRD
+// with them); the controller applies them to probes that reach it without
+// the API server's defaulting (render, unit tests). The status codes an
+// HTTP probe accepts by default are probe.DefaultStatusCodes.
+const (
+	DefaultProbePeriod           = 10 * time.Second
+	DefaultProbeTimeout          = time.Second
+	DefaultProbeSuccessThreshold = 1
+	DefaultProbeFailureThreshold = 3
+	DefaultProbeInitialState     = ProbeStateReady
+	DefaultProbeFailOpen         = true
+	DefaultHTTPProbeScheme       = HTTPSchemeHTTP
+	DefaultHTTPProbePath         = "/"
+)
 
 // ProbeState is an endpoint's probe verdict before its first result.
 // +kubebuilder:validation:Enum=Ready;NotReady

@@ -1,8 +1,6 @@
 package externalbackend
 
 import (
-	"sync"
-
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -12,8 +10,8 @@ import (
 
 // sliceLedger tells whether the cache shows every slice of a backend that
 // can hold one of its endpoints, so that a pass placing endpoints reads the
-// slices past the cache only when it may not. It remembers, per backend,
-// the generation of each slice this process last wrote (or that it deleted
+// slices past the cache only when it may not. It remembers the generation
+// of each slice of the backend this process last wrote (or that it deleted
 // it) until the cache shows that write, as Kubernetes' own EndpointSlice
 // controller tracks the generations it wrote.
 //
@@ -25,12 +23,6 @@ import (
 // still publishes its endpoints, but the cache no longer shows it) or the
 // process restarts.
 type sliceLedger struct {
-	mu       sync.Mutex
-	backends map[types.NamespacedName]*ledgerEntry
-}
-
-// ledgerEntry is what the ledger knows of one backend's slices.
-type ledgerEntry struct {
 	trusted bool
 	// pending holds, by slice name, our writes the cache has not shown yet.
 	pending map[string]sliceWrite
@@ -44,69 +36,46 @@ type sliceWrite struct {
 	deleted    bool
 }
 
-func newSliceLedger() *sliceLedger {
-	return &sliceLedger{backends: map[types.NamespacedName]*ledgerEntry{}}
-}
-
-// entry returns key's entry, making an untrusted one if there is none.
-// The caller holds mu.
-func (l *sliceLedger) entry(key types.NamespacedName) *ledgerEntry {
-	e, ok := l.backends[key]
-	if !ok {
-		e = &ledgerEntry{pending: map[string]sliceWrite{}}
-		l.backends[key] = e
-	}
-	return e
-}
-
-// trust records that live are all of key's slices, as read past the cache
-// (none for a Service this pass created), and cached what the cache shows:
-// the cache is up to date once it shows live and none of the rest.
-func (l *sliceLedger) trust(key types.NamespacedName, live, cached []discoveryv1.EndpointSlice) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e := l.entry(key)
-	e.trusted = true
-	clear(e.pending)
+// trust records that live are all of the backend's slices, as read past
+// the cache (none for a Service this pass created), and cached what the
+// cache shows: the cache is up to date once it shows live and none of the
+// rest.
+func (l *sliceLedger) trust(live, cached []discoveryv1.EndpointSlice) {
+	l.trusted = true
+	l.pending = make(map[string]sliceWrite, len(live)+len(cached))
 	for _, s := range cached {
-		e.pending[s.Name] = sliceWrite{uid: s.UID, deleted: true}
+		l.pending[s.Name] = sliceWrite{uid: s.UID, deleted: true}
 	}
 	for _, s := range live {
-		e.pending[s.Name] = sliceWrite{uid: s.UID, generation: s.Generation}
+		l.pending[s.Name] = sliceWrite{uid: s.UID, generation: s.Generation}
 	}
 }
 
-// wrote records a write of one of our slices that succeeded.
+// wrote records a write of one of the backend's slices that succeeded.
 func (l *sliceLedger) wrote(s client.Object, deleted bool) {
-	key, ok := backendKey(s)
-	if !ok {
-		return
+	if l.pending == nil {
+		l.pending = map[string]sliceWrite{}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.entry(key).pending[s.GetName()] = sliceWrite{uid: s.GetUID(), generation: s.GetGeneration(), deleted: deleted}
+	l.pending[s.GetName()] = sliceWrite{uid: s.GetUID(), generation: s.GetGeneration(), deleted: deleted}
 }
 
 // seesAll tells whether cached, the backend's slices in the cache, can be
 // planned from: the backend is trusted and the cache shows every write
 // this process made. Writes the cache shows are forgotten.
-func (l *sliceLedger) seesAll(key types.NamespacedName, cached []discoveryv1.EndpointSlice) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.backends[key]
-	if !ok || !e.trusted {
+func (l *sliceLedger) seesAll(cached []discoveryv1.EndpointSlice) bool {
+	if !l.trusted {
 		return false
 	}
-	byName := make(map[string]*discoveryv1.EndpointSlice, len(cached))
+	cachedByName := make(map[string]*discoveryv1.EndpointSlice, len(cached))
 	for i := range cached {
-		byName[cached[i].Name] = &cached[i]
+		cachedByName[cached[i].Name] = &cached[i]
 	}
-	for name, w := range e.pending {
-		if w.shownBy(byName[name]) {
-			delete(e.pending, name)
+	for name, w := range l.pending {
+		if w.shownBy(cachedByName[name]) {
+			delete(l.pending, name)
 		}
 	}
-	return len(e.pending) == 0
+	return len(l.pending) == 0
 }
 
 // shownBy tells whether the cache's copy of the slice (nil when the cache
@@ -122,34 +91,47 @@ func (w sliceWrite) shownBy(cached *discoveryv1.EndpointSlice) bool {
 // removed takes a slice's delete event: one that no delete of ours
 // explains means a slice left the cache that may still publish endpoints.
 func (l *sliceLedger) removed(s client.Object) {
-	key, ok := backendKey(s)
-	if !ok {
+	if w, ours := l.pending[s.GetName()]; ours && w.deleted && w.uid == s.GetUID() {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.backends[key]
-	if !ok {
-		return
-	}
-	if w, ours := e.pending[s.GetName()]; ours && w.deleted && w.uid == s.GetUID() {
-		return
-	}
-	e.trusted = false
+	l.trusted = false
 }
 
-// forget drops a backend that is gone.
-func (l *sliceLedger) forget(key types.NamespacedName) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.backends, key)
+// trustSlices records, for backend key, that live are all its slices and
+// cached what the cache shows (see sliceLedger.trust).
+func (s *backendStates) trustSlices(key types.NamespacedName, live, cached []discoveryv1.EndpointSlice) {
+	s.update(key, func(b *backendState) { b.ledger.trust(live, cached) })
 }
 
-// watchDeletes is the slice watch's predicate that hands delete events to
-// the ledger; it lets every event through.
-func (l *sliceLedger) watchDeletes() predicate.Predicate {
+// sliceWritten records a write of one of our slices that succeeded, in
+// the ledger of the backend its label names.
+func (s *backendStates) sliceWritten(o client.Object, deleted bool) {
+	if key, ok := backendKey(o); ok {
+		s.update(key, func(b *backendState) { b.ledger.wrote(o, deleted) })
+	}
+}
+
+// cacheShowsSlices tells whether cached are all of backend key's slices
+// (see sliceLedger.seesAll); a backend with no record is not trusted.
+func (s *backendStates) cacheShowsSlices(key types.NamespacedName, cached []discoveryv1.EndpointSlice) bool {
+	var all bool
+	s.lookup(key, func(b *backendState) { all = b.ledger.seesAll(cached) })
+	return all
+}
+
+// watchSliceDeletes is the slice watch's predicate that hands delete
+// events to the ledger of the slice's backend, if it has a record; it lets
+// every event through.
+func (s *backendStates) watchSliceDeletes() predicate.Predicate {
 	return predicate.Funcs{DeleteFunc: func(e event.DeleteEvent) bool {
-		l.removed(e.Object)
+		s.sliceRemoved(e.Object)
 		return true
 	}}
+}
+
+// sliceRemoved takes a slice's delete event (see sliceLedger.removed).
+func (s *backendStates) sliceRemoved(o client.Object) {
+	if key, ok := backendKey(o); ok {
+		s.lookup(key, func(b *backendState) { b.ledger.removed(o) })
+	}
 }

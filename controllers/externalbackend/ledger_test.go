@@ -26,45 +26,45 @@ func TestLedgerSeesAll(t *testing.T) {
 	s0reborn := ledgerSlice("db-0", "u9", 5)
 	cases := []struct {
 		name   string
-		do     func(l *sliceLedger)
+		do     func(l *backendStates)
 		cached []discoveryv1.EndpointSlice
 		want   bool
 	}{
-		{"never listed (a restart)", func(*sliceLedger) {}, nil, false},
-		{"written, never listed", func(l *sliceLedger) { l.wrote(&s0, false) }, []discoveryv1.EndpointSlice{s0}, false},
-		{"new Service, no slices", func(l *sliceLedger) { l.trust(key, nil, nil) }, nil, true},
-		{"listed, cache caught up", func(l *sliceLedger) { l.trust(key, []discoveryv1.EndpointSlice{s0v2}, nil) },
+		{"never listed (a restart)", func(*backendStates) {}, nil, false},
+		{"written, never listed", func(l *backendStates) { l.sliceWritten(&s0, false) }, []discoveryv1.EndpointSlice{s0}, false},
+		{"new Service, no slices", func(l *backendStates) { l.trustSlices(key, nil, nil) }, nil, true},
+		{"listed, cache caught up", func(l *backendStates) { l.trustSlices(key, []discoveryv1.EndpointSlice{s0v2}, nil) },
 			[]discoveryv1.EndpointSlice{s0v2}, true},
-		{"listed, cache behind the list", func(l *sliceLedger) { l.trust(key, []discoveryv1.EndpointSlice{s0v2}, nil) },
+		{"listed, cache behind the list", func(l *backendStates) { l.trustSlices(key, []discoveryv1.EndpointSlice{s0v2}, nil) },
 			[]discoveryv1.EndpointSlice{s0}, false},
-		{"listed, cache holds a slice the list did not", func(l *sliceLedger) { l.trust(key, nil, []discoveryv1.EndpointSlice{s1}) },
+		{"listed, cache holds a slice the list did not", func(l *backendStates) { l.trustSlices(key, nil, []discoveryv1.EndpointSlice{s1}) },
 			[]discoveryv1.EndpointSlice{s1}, false},
-		{"our create not in the cache yet", func(l *sliceLedger) { l.trust(key, nil, nil); l.wrote(&s1, false) }, nil, false},
-		{"our update shown", func(l *sliceLedger) { l.trust(key, nil, nil); l.wrote(&s0v2, false) },
+		{"our create not in the cache yet", func(l *backendStates) { l.trustSlices(key, nil, nil); l.sliceWritten(&s1, false) }, nil, false},
+		{"our update shown", func(l *backendStates) { l.trustSlices(key, nil, nil); l.sliceWritten(&s0v2, false) },
 			[]discoveryv1.EndpointSlice{s0v2}, true},
-		{"our update not shown yet", func(l *sliceLedger) { l.trust(key, nil, nil); l.wrote(&s0v2, false) },
+		{"our update not shown yet", func(l *backendStates) { l.trustSlices(key, nil, nil); l.sliceWritten(&s0v2, false) },
 			[]discoveryv1.EndpointSlice{s0}, false},
-		{"a later generation (someone else's write) shows ours", func(l *sliceLedger) { l.trust(key, nil, nil); l.wrote(&s0, false) },
+		{"a later generation (someone else's write) shows ours", func(l *backendStates) { l.trustSlices(key, nil, nil); l.sliceWritten(&s0, false) },
 			[]discoveryv1.EndpointSlice{s0v2}, true},
-		{"same name, another slice", func(l *sliceLedger) { l.trust(key, nil, nil); l.wrote(&s0, false) },
+		{"same name, another slice", func(l *backendStates) { l.trustSlices(key, nil, nil); l.sliceWritten(&s0, false) },
 			[]discoveryv1.EndpointSlice{s0reborn}, false},
-		{"our delete not shown yet", func(l *sliceLedger) { l.trust(key, nil, nil); l.wrote(&s0, true) },
+		{"our delete not shown yet", func(l *backendStates) { l.trustSlices(key, nil, nil); l.sliceWritten(&s0, true) },
 			[]discoveryv1.EndpointSlice{s0}, false},
-		{"our delete shown", func(l *sliceLedger) { l.trust(key, nil, nil); l.wrote(&s0, true); l.removed(&s0) }, nil, true},
-		{"a slice left the cache without our delete", func(l *sliceLedger) { l.trust(key, []discoveryv1.EndpointSlice{s0}, nil); l.removed(&s0) },
+		{"our delete shown", func(l *backendStates) { l.trustSlices(key, nil, nil); l.sliceWritten(&s0, true); l.sliceRemoved(&s0) }, nil, true},
+		{"a slice left the cache without our delete", func(l *backendStates) { l.trustSlices(key, []discoveryv1.EndpointSlice{s0}, nil); l.sliceRemoved(&s0) },
 			nil, false},
-		{"listed again after that", func(l *sliceLedger) {
-			l.trust(key, []discoveryv1.EndpointSlice{s0}, nil)
-			l.removed(&s0)
-			l.trust(key, []discoveryv1.EndpointSlice{s0}, nil)
+		{"listed again after that", func(l *backendStates) {
+			l.trustSlices(key, []discoveryv1.EndpointSlice{s0}, nil)
+			l.sliceRemoved(&s0)
+			l.trustSlices(key, []discoveryv1.EndpointSlice{s0}, nil)
 		}, []discoveryv1.EndpointSlice{s0}, true},
-		{"forgotten", func(l *sliceLedger) { l.trust(key, nil, nil); l.forget(key) }, nil, false},
+		{"forgotten", func(l *backendStates) { l.trustSlices(key, nil, nil); l.release(key) }, nil, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			l := newSliceLedger()
+			l := &backendStates{}
 			c.do(l)
-			if got := l.seesAll(key, c.cached); got != c.want {
+			if got := l.cacheShowsSlices(key, c.cached); got != c.want {
 				t.Errorf("seesAll = %t, want %t", got, c.want)
 			}
 		})
@@ -75,16 +75,16 @@ func TestLedgerSeesAll(t *testing.T) {
 // not asked for again, so the ledger does not grow with the writes.
 func TestLedgerForgetsWhatTheCacheShows(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "db"}
-	l := newSliceLedger()
-	l.trust(key, nil, nil)
+	l := &backendStates{}
+	l.trustSlices(key, nil, nil)
 	for g := range int64(100) {
 		s := ledgerSlice("db-0", "u0", g+1)
-		l.wrote(&s, false)
-		if !l.seesAll(key, []discoveryv1.EndpointSlice{s}) {
+		l.sliceWritten(&s, false)
+		if !l.cacheShowsSlices(key, []discoveryv1.EndpointSlice{s}) {
 			t.Fatalf("generation %d shown, not trusted", g+1)
 		}
 	}
-	if n := len(l.backends[key].pending); n != 0 {
+	if n := len(l.m[key].ledger.pending); n != 0 {
 		t.Errorf("%d writes still pending after the cache showed them all", n)
 	}
 }

@@ -21,8 +21,8 @@ type statusSeen struct {
 }
 
 // seenStatus is xb's statusSeen.
-func seenStatus(xb *v1alpha1.ExternalBackend) statusSeen {
-	return statusSeen{resourceVersion: xb.ResourceVersion, digest: statusDigest(&xb.Status)}
+func seenStatus(xb *v1alpha1.ExternalBackend) *statusSeen {
+	return &statusSeen{resourceVersion: xb.ResourceVersion, digest: statusDigest(&xb.Status)}
 }
 
 // shownBy tells whether a copy of the backend shows this status: it is at
@@ -53,7 +53,9 @@ func (r *Reconciler) load(ctx context.Context, key types.NamespacedName) (*v1alp
 	if err := r.Get(ctx, key, xb); err != nil {
 		return nil, err
 	}
-	if w, ok := r.written.get(key); !ok || w.shownBy(xb) {
+	var written *statusSeen
+	r.state.lookup(key, func(b *backendState) { written = b.status })
+	if written == nil || written.shownBy(xb) {
 		return xb, nil
 	}
 	// A list of one by name, not a get: the controller's role lists and
@@ -66,6 +68,6 @@ func (r *Reconciler) load(ctx context.Context, key types.NamespacedName) (*v1alp
 		return nil, apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("externalbackends").GroupResource(), key.Name)
 	}
 	xb = &live.Items[0]
-	r.written.set(key, seenStatus(xb))
+	r.state.update(key, func(b *backendState) { b.status = seenStatus(xb) })
 	return xb, nil
 }

@@ -1,11 +1,11 @@
 package externalbackend
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,14 +16,6 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/probe"
-)
-
-// Probe settings the API defaults; repeated here for objects that reach
-// the reconciler without the API server's defaulting (unit tests).
-const (
-	defaultProbePeriod      = 10 * time.Second
-	defaultProbeTimeout     = time.Second
-	defaultFailureThreshold = 3
 )
 
 // Prober checks endpoints for the reconciler (probe.Prober).
@@ -72,7 +64,7 @@ func (r *Reconciler) applyProbes(ctx context.Context, xb *v1alpha1.ExternalBacke
 			errs = append(errs, err)
 			continue
 		}
-		probes[src.Name] = sourceProbe{check: c, failOpen: ptr.Deref(spec.FailOpen, true)}
+		probes[src.Name] = sourceProbe{check: c, failOpen: ptr.Deref(spec.FailOpen, v1alpha1.DefaultProbeFailOpen)}
 	}
 	out.err = errors.Join(errs...)
 	key := client.ObjectKeyFromObject(xb)
@@ -88,7 +80,7 @@ func (r *Reconciler) applyProbes(ctx context.Context, xb *v1alpha1.ExternalBacke
 			continue
 		}
 		for _, e := range sr.Endpoints {
-			if a := canonicalAddress(e.Address); sourceOf[a] == "" {
+			if a := publish.CanonicalAddress(e.Address); sourceOf[a] == "" {
 				sourceOf[a] = sr.Name
 			}
 		}
@@ -110,36 +102,37 @@ func (r *Reconciler) applyProbes(ctx context.Context, xb *v1alpha1.ExternalBacke
 	return eps, out
 }
 
-// checkOf is the check a probe spec asks for, with the API's defaults.
+// checkOf is the check a probe spec asks for, with the API's defaults
+// (v1alpha1.DefaultProbePeriod and the others) where it has none.
 func (r *Reconciler) checkOf(ctx context.Context, xb *v1alpha1.ExternalBackend, field string, p *v1alpha1.Probe) (probe.Check, error) {
 	c := probe.Check{
 		Kind:             probe.TCP,
 		Port:             probePort(xb, p),
 		Period:           ptr.Deref(p.Period, metav1.Duration{}).Duration,
 		Timeout:          ptr.Deref(p.Timeout, metav1.Duration{}).Duration,
-		SuccessThreshold: max(1, int(p.SuccessThreshold)),
+		SuccessThreshold: int(p.SuccessThreshold),
 		FailureThreshold: int(p.FailureThreshold),
-		InitialReady:     p.InitialState != v1alpha1.ProbeStateNotReady,
+		InitialReady:     cmp.Or(p.InitialState, v1alpha1.DefaultProbeInitialState) != v1alpha1.ProbeStateNotReady,
 	}
 	if c.Period <= 0 {
-		c.Period = defaultProbePeriod
+		c.Period = v1alpha1.DefaultProbePeriod
 	}
 	if c.Timeout <= 0 || c.Timeout >= c.Period {
-		c.Timeout = min(defaultProbeTimeout, c.Period/2)
+		c.Timeout = min(v1alpha1.DefaultProbeTimeout, c.Period/2)
+	}
+	if c.SuccessThreshold <= 0 {
+		c.SuccessThreshold = v1alpha1.DefaultProbeSuccessThreshold
 	}
 	if c.FailureThreshold <= 0 {
-		c.FailureThreshold = defaultFailureThreshold
+		c.FailureThreshold = v1alpha1.DefaultProbeFailureThreshold
 	}
 	switch {
 	case p.HTTP != nil:
 		c.Kind = probe.HTTP
-		if p.HTTP.Scheme == v1alpha1.HTTPSchemeHTTPS {
+		if cmp.Or(p.HTTP.Scheme, v1alpha1.DefaultHTTPProbeScheme) == v1alpha1.HTTPSchemeHTTPS {
 			c.Kind = probe.HTTPS
 		}
-		c.Path = p.HTTP.Path
-		if c.Path == "" {
-			c.Path = "/"
-		}
+		c.Path = cmp.Or(p.HTTP.Path, v1alpha1.DefaultHTTPProbePath)
 		// Empty means probe.DefaultStatusCodes, which the check applies.
 		c.StatusCodes = strings.Join(p.HTTP.StatusCodes, ",")
 		c.ServerName = p.HTTP.ServerName

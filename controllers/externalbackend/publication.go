@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/coalesce"
 	"github.com/backendslice/backendslice/internal/publish"
 )
 
@@ -55,7 +56,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 	// anything the deny list refuses now.
 	leaving := sets.New[string]()
 	for _, d := range dropped {
-		leaving.Insert(canonicalAddress(d.Address))
+		leaving.Insert(publish.CanonicalAddress(d.Address))
 	}
 	answered := sets.New[string]()
 	for _, e := range current {
@@ -69,7 +70,8 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 	current, notServed := publish.OnlyServed(current, served)
 	current, probes := r.applyProbes(ctx, xb, res, current)
 	key := client.ObjectKeyFromObject(xb)
-	started, _ := r.drains.get(key)
+	var started []v1alpha1.DrainingEndpoint
+	r.state.lookup(key, func(b *backendState) { started = b.drains })
 	// Status lists the first drains only, and its patch may fail: the
 	// slices record every drain start. This process also remembers the ones
 	// it started, since the cache may not show its last slice write yet.
@@ -83,7 +85,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		HoldVanished: res.holdVanished,
 		Withdrawn:    withdrawn,
 	})
-	r.drains.set(key, drained.Draining)
+	r.state.update(key, func(b *backendState) { b.drains = drained.Draining })
 	pub := publication{
 		endpoints:    drained.Endpoints,
 		dropped:      dropped,
@@ -117,10 +119,10 @@ func (r *Reconciler) holdBack(xb *v1alpha1.ExternalBackend, eps []publish.Endpoi
 		return 0, false
 	}
 	key := client.ObjectKeyFromObject(xb)
-	burst, _ := r.bursts.get(key)
+	fingerprint, now := publish.Fingerprint(eps), r.Clock.Now()
 	specChanged := xb.Generation != xb.Status.ObservedGeneration
-	d := r.Config.Coalesce.Decide(&burst, publish.Fingerprint(eps), r.Clock.Now(), specChanged)
-	r.bursts.set(key, burst)
+	var d coalesce.Decision
+	r.state.update(key, func(b *backendState) { d = r.Config.Coalesce.Decide(&b.burst, fingerprint, now, specChanged) })
 	return d.Wait, !d.Publish
 }
 

@@ -7,16 +7,15 @@ import (
 	"time"
 
 	"github.com/go-playground/validator/v10"
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/internal/coalesce"
 	"github.com/backendslice/backendslice/internal/connections"
 	"github.com/backendslice/backendslice/providers"
 )
@@ -48,24 +47,11 @@ type Reconciler struct {
 	connections connections.Reader
 	// families tells which IP families the cluster serves, and its Service ranges.
 	families clusterNetworks
-	// known holds each source's last answer, by source name.
-	known *byName[map[string]lastAnswer]
-	// drains holds when each draining endpoint started to drain.
-	drains *byName[[]v1alpha1.DrainingEndpoint]
-	// bursts holds the coalescing window's state.
-	bursts *byName[coalesce.State]
-	// written holds each backend's status as this process last wrote or
-	// read it live: a cached copy that shows another status may be older
-	// than our own last status patch (see load).
-	written *byName[statusSeen]
-	// ledger tells whether the cache shows every slice of a backend.
-	ledger *sliceLedger
-	// own tells the watch events of our own writes from others', by kind.
-	own map[string]writeTracker
-	// again spaces out the passes that must look again soon (a Service
-	// being recreated): they go through a rate limiter, never a fixed short
-	// delay, so that nothing can spin.
-	again workqueue.TypedRateLimiter[types.NamespacedName]
+	// state holds what this process remembers of each backend.
+	state backendStates
+	// recreations is the token bucket that all backends' Service
+	// recreations share, on top of each one's own backoff (recreateAfter).
+	recreations *rate.Limiter
 }
 
 // +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends,verbs=list;watch
@@ -92,10 +78,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, nil
 	}
 	before := xb.DeepCopy()
-	var rep passResult
+	var pass passResult
 	defer func() {
 		var requeueAfter time.Duration
-		requeueAfter, retErr = r.writeStatus(ctx, before, xb, rep)
+		requeueAfter, retErr = r.writeStatus(ctx, before, xb, pass)
 		r.Metrics.reconciled(retErr, r.Clock.Since(start))
 		if retErr == nil {
 			res.RequeueAfter = requeueAfter
@@ -108,59 +94,69 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	if err := validateSpec(r.validate, xb); err != nil {
 		r.Providers.Forget(req.NamespacedName)
-		rep.specErr = err
+		pass.specErr = err
 		return ctrl.Result{}, nil
 	}
 	// One deadline for the whole pass, so that no source, read or write can
 	// hold a worker for longer.
 	ctx, cancel := context.WithTimeout(ctx, r.Config.ReconcileTimeout)
 	defer cancel()
-	rep = r.sync(ctx, xb)
-	if errors.Is(rep.syncErr, errRecreating) {
-		rep.requeueAfter = earliest(rep.requeueAfter, r.again.When(req.NamespacedName))
-	} else {
-		r.again.Forget(req.NamespacedName)
-	}
+	pass = r.sync(ctx, xb)
+	pass.requeueAfter = earliest(pass.requeueAfter, r.recreateAfter(req.NamespacedName, errors.Is(pass.syncErr, errRecreating)))
 	return ctrl.Result{}, nil
+}
+
+// recreateAfter is when to look again at a backend whose pass deleted its
+// Service to recreate it (recreating), else zero (and its backoff starts
+// over). Such passes go through a backoff and a shared token bucket, never
+// a fixed short delay, so that nothing can spin.
+func (r *Reconciler) recreateAfter(key types.NamespacedName, recreating bool) time.Duration {
+	var attempts int
+	r.state.update(key, func(b *backendState) {
+		attempts = b.recreateAttempts
+		b.recreateAttempts = 0
+		if recreating {
+			b.recreateAttempts = attempts + 1
+		}
+	})
+	if !recreating {
+		return 0
+	}
+	return max(retryDelay(attempts), r.recreations.Reserve().Delay())
 }
 
 // sync runs the steps, each taking what the one before returned: admit
 // the sources, resolve them, read what is published, decide what to publish, write the
 // Service, write the slices.
 func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) passResult {
-	gates, err := r.admit(ctx, xb)
+	admissions, err := r.admit(ctx, xb)
 	if err != nil {
 		return passResult{syncErr: err}
 	}
-	res := r.resolveSources(ctx, xb, gates)
-	rep := passResult{results: res.results, requeueAfter: res.refreshAfter}
+	res := r.resolveSources(ctx, xb, admissions)
+	pass := passResult{results: res.results, requeueAfter: res.refreshAfter}
 	seen, err := r.observe(ctx, xb)
 	if err != nil {
-		rep.syncErr = err
-		return rep
+		pass.syncErr = err
+		return pass
 	}
-	rep.served = seen.served
+	pass.served = seen.served
 	pub := r.publication(ctx, xb, res, seen)
-	rep.publication = pub
-	rep.requeueAfter = earliest(rep.requeueAfter, pub.requeueAfter)
+	pass.publication = pub
+	pass.requeueAfter = earliest(pass.requeueAfter, pub.requeueAfter)
 	svc, created, err := r.ensureService(ctx, xb, pub, seen.service)
 	if err != nil {
-		rep.syncErr = err
-		return rep
+		pass.syncErr = err
+		return pass
 	}
-	rep.slices, rep.syncErr = r.syncSlices(ctx, xb, svc, created, pub, seen)
-	return rep
+	pass.slices, pass.syncErr = r.syncSlices(ctx, xb, svc, created, pub, seen)
+	return pass
 }
 
 // release forgets what the controller keeps for a backend that is gone.
 func (r *Reconciler) release(key types.NamespacedName) {
 	r.Metrics.forget(key.Namespace, key.Name)
-	r.known.forget(key)
-	r.bursts.forget(key)
-	r.drains.forget(key)
-	r.written.forget(key)
-	r.ledger.forget(key)
-	r.again.Forget(key)
+	r.state.release(key)
 	r.Providers.Forget(key)
 	if r.Prober != nil {
 		r.Prober.Sync(key, nil)

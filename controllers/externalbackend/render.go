@@ -30,9 +30,9 @@ func Render(xb *v1alpha1.ExternalBackend, results []publish.SourceResult, cfg Co
 	// Offline, every family the spec asks for is taken as served, and
 	// nothing is held back: there is no earlier answer to hold.
 	cfg.Coalesce = coalesce.Window{}
-	r := &Reconciler{Config: cfg, Clock: clock.RealClock{}, drains: newByName[[]v1alpha1.DrainingEndpoint]()}
+	r := &Reconciler{Config: cfg, Clock: clock.RealClock{}}
 	seen := observed{served: sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol)}
-	pub := r.publication(context.Background(), xb, resolved{results: results, gates: make([]sourceAdmission, len(results))}, seen)
+	pub := r.publication(context.Background(), xb, resolved{results: results, admissions: make([]sourceAdmission, len(results))}, seen)
 	svc := desiredService(xb, ipFamilies(pub.families, pub.endpoints))
 	plan := sliceplan.Compute(r.planInput(xb, svc, pub))
 	return svc, plan.Create, pub.dropped, nil

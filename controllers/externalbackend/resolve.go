@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -47,8 +46,8 @@ type resolved struct {
 	// withdrawn are the addresses that sources refused by admission
 	// published: they leave at once, neither held nor drained.
 	withdrawn sets.Set[string]
-	// gates are what admission decided for each source.
-	gates []sourceAdmission
+	// admissions are what admission decided for each source.
+	admissions []sourceAdmission
 }
 
 // mayPublish tells whether some source that admission lets publish may
@@ -58,12 +57,12 @@ type resolved struct {
 // an endpoint already draining is in no answer.
 func (res resolved) mayPublish(e publish.Endpoint) bool {
 	addr, err := netip.ParseAddr(e.Address)
-	for _, g := range res.gates {
+	for _, adm := range res.admissions {
 		switch {
-		case g.refused != nil:
-		case !g.restricted:
+		case adm.refused != nil:
+		case !adm.restricted:
 			return true
-		case err == nil && slices.ContainsFunc(g.allowed, func(p netip.Prefix) bool { return p.Contains(addr) }):
+		case err == nil && slices.ContainsFunc(adm.allowed, func(p netip.Prefix) bool { return p.Contains(addr) }):
 			return true
 		}
 	}
@@ -78,14 +77,15 @@ func sourceHash(src v1alpha1.Source) uint64 {
 	return h.Sum64()
 }
 
-// resolveSources asks every admitted source for its endpoints (gates come
+// resolveSources asks every admitted source for its endpoints (admissions come
 // from admit), all at once so that slow sources cost the time of the
 // slowest, not their sum. A failing source does not stop the others: it
 // keeps its last answer for the same spec. A refused source is asked
 // nothing, and what it published is withdrawn.
-func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBackend, gates []sourceAdmission) resolved {
+func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBackend, admissions []sourceAdmission) resolved {
 	key := client.ObjectKeyFromObject(xb)
-	previous, _ := r.known.get(key)
+	var previous map[string]lastAnswer
+	r.state.lookup(key, func(b *backendState) { previous = b.answers })
 	type reply struct {
 		res providers.Result
 		err error
@@ -94,16 +94,16 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 	var wg sync.WaitGroup
 	var admitted []v1alpha1.Source
 	for i, src := range xb.Spec.Sources {
-		g := gates[i]
+		adm := admissions[i]
 		switch {
-		case g.refused != nil:
-			replies[i].err = providers.Terminalf(v1alpha1.ReasonProviderNotAdmitted, "%s (rule %s)", g.refused.Message, g.refused.Rule)
+		case adm.refused != nil:
+			replies[i].err = providers.Terminalf(v1alpha1.ReasonProviderNotAdmitted, "%s (rule %s)", adm.refused.Message, adm.refused.Rule)
 			continue
-		case g.unusable != nil:
+		case adm.unusable != nil:
 			// Held like any failing provider's answer, but its watches
 			// go: they would query with a connection that no longer is.
 			replies[i].err = providers.Terminalf(v1alpha1.ReasonProviderNotAvailable,
-				"spec.sources[%s].providerRef: %v; the platform team must fix the BackendProvider (kubectl get bp %s)", src.Name, g.unusable, src.ProviderRef.Name)
+				"spec.sources[%s].providerRef: %v; the platform team must fix the BackendProvider (kubectl get bp %s)", src.Name, adm.unusable, src.ProviderRef.Name)
 			continue
 		}
 		admitted = append(admitted, src)
@@ -111,25 +111,25 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 			rctx, cancel := context.WithTimeout(ctx, r.Config.ResolveTimeout)
 			defer cancel()
 			res, err := r.Providers.Resolve(rctx, providers.Request{
-				Namespace: xb.Namespace, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes, Connection: g.conn,
+				Namespace: xb.Namespace, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes, Connection: adm.conn,
 			})
 			replies[i] = reply{res, err}
 		})
 	}
 	wg.Wait()
 
-	out := resolved{withdrawn: sets.New[string](), gates: gates}
+	out := resolved{withdrawn: sets.New[string](), admissions: admissions}
 	answers := make(map[string]lastAnswer, len(xb.Spec.Sources))
 	for i, src := range xb.Spec.Sources {
 		res, err := replies[i].res, replies[i].err
 		spec := sourceHash(src)
 		result := publish.SourceResult{Name: src.Name, Endpoints: res.Endpoints, Err: err,
-			Allowed: gates[i].allowed, Restricted: gates[i].restricted}
-		if gates[i].refused != nil {
+			Allowed: admissions[i].allowed, Restricted: admissions[i].restricted}
+		if admissions[i].refused != nil {
 			// Not held, unlike a failing provider's: the platform team
 			// took the access away.
 			for _, e := range previous[src.Name].endpoints {
-				out.withdrawn.Insert(canonicalAddress(e.Address))
+				out.withdrawn.Insert(publish.CanonicalAddress(e.Address))
 			}
 			answers[src.Name] = lastAnswer{spec: spec}
 			out.results = append(out.results, result)
@@ -163,17 +163,8 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 		}
 		out.results = append(out.results, result)
 	}
-	r.known.set(key, answers)
+	r.state.update(key, func(b *backendState) { b.answers = answers })
 	// Providers keep watches and listings only for admitted sources.
 	r.Providers.Forget(key, admitted...)
 	return out
-}
-
-// canonicalAddress is an address as normalisation publishes it, so that a
-// provider's answer can be matched with a published endpoint.
-func canonicalAddress(a string) string {
-	if ip, err := netip.ParseAddr(a); err == nil {
-		return ip.Unmap().String()
-	}
-	return strings.ToLower(strings.TrimSuffix(a, "."))
 }

@@ -48,8 +48,7 @@ func newResolver(t *testing.T, p providers.Provider) *Reconciler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Reconciler{Providers: reg, Config: Config{ResolveTimeout: 50 * time.Millisecond},
-		known: newByName[map[string]lastAnswer]()}
+	return &Reconciler{Providers: reg, Config: Config{ResolveTimeout: 50 * time.Millisecond}}
 }
 
 // staticXB is a backend with one static source per address set.

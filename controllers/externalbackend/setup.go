@@ -11,13 +11,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/internal/coalesce"
 	"github.com/backendslice/backendslice/internal/connections"
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -32,17 +30,41 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// maxRetryDelay caps the backoff of failing backends, so that one recovers
-// within a minute of its source coming back, however long the outage was.
-const maxRetryDelay = time.Minute
+// Retries back off as controller-runtime's default limiter does, from
+// retryBaseDelay doubling per attempt, with all backends sharing a token
+// bucket of retryRate a second (retryBurst at once); but the backoff is
+// capped at maxRetryDelay instead of about 17 minutes, so that a failing
+// backend recovers within a minute of its source coming back, however long
+// the outage was.
+const (
+	retryBaseDelay = 5 * time.Millisecond
+	maxRetryDelay  = time.Minute
+	retryRate      = rate.Limit(10)
+	retryBurst     = 100
+)
 
-// retryLimiter is controller-runtime's default limiter with its per-item
-// backoff capped at maxRetryDelay instead of about 17 minutes.
-func retryLimiter[T comparable]() workqueue.TypedRateLimiter[T] {
+// retryLimiter is the work queue's limiter for failing passes.
+func retryLimiter() workqueue.TypedRateLimiter[ctrl.Request] {
 	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[T](5*time.Millisecond, maxRetryDelay),
-		&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+		workqueue.NewTypedItemExponentialFailureRateLimiter[ctrl.Request](retryBaseDelay, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[ctrl.Request]{Limiter: newRetryBucket()},
 	)
+}
+
+// newRetryBucket is the token bucket that all backends' retries share.
+func newRetryBucket() *rate.Limiter { return rate.NewLimiter(retryRate, retryBurst) }
+
+// retryDelay is the backoff before retry number attempt (from 0):
+// retryBaseDelay doubled per attempt before it, capped at maxRetryDelay.
+func retryDelay(attempt int) time.Duration {
+	d := retryBaseDelay
+	for range attempt {
+		if d >= maxRetryDelay/2 {
+			return maxRetryDelay
+		}
+		d *= 2
+	}
+	return d
 }
 
 // SetupWithManager registers the controller: it watches ExternalBackends,
@@ -70,13 +92,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.validate = newValidator()
 	r.connections = connections.Reader{Client: r.Client, Namespace: r.Config.Namespace}
-	r.known = newByName[map[string]lastAnswer]()
-	r.bursts = newByName[coalesce.State]()
-	r.drains = newByName[[]v1alpha1.DrainingEndpoint]()
-	r.written = newByName[statusSeen]()
-	r.ledger = newSliceLedger()
-	r.own = newOwnWritesByKind()
-	r.again = retryLimiter[types.NamespacedName]()
+	r.recreations = newRetryBucket()
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -90,12 +106,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Watches(&v1alpha1.ExternalBackend{}, unhandledFirst(), builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&corev1.Service{}, byBackendLabel, builder.WithPredicates(r.own[kindService].notEchoes())).
+		Watches(&corev1.Service{}, byBackendLabel, builder.WithPredicates(r.state.notEchoes(kindService))).
 		// The ledger sees every delete, ours included, before the echoes
 		// of our own writes are dropped.
-		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.WithPredicates(r.ledger.watchDeletes(), r.own[kindEndpointSlice].notEchoes())).
+		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.WithPredicates(r.state.watchSliceDeletes(), r.state.notEchoes(kindEndpointSlice))).
 		Named("externalbackend").
-		WithOptions(controller.Options{RateLimiter: retryLimiter[ctrl.Request](), MaxConcurrentReconciles: r.Workers,
+		WithOptions(controller.Options{RateLimiter: retryLimiter(), MaxConcurrentReconciles: r.Workers,
 			LogConstructor: backendLogger(mgr.GetLogger())})
 	// Admission reads providers, namespaces and Secrets: a change to any
 	// of them can admit, refuse or reconnect a backend's sources.

@@ -60,7 +60,7 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 		// endpoints at the same moment makes the same deterministically
 		// named slices: its create or ours fails, and createSlice updates
 		// the one that exists instead of adding another.)
-		r.ledger.trust(key, nil, in.Existing)
+		r.state.trustSlices(key, nil, in.Existing)
 	}
 	if plan.Places(in.Existing) && !created && !r.cacheSeesAll(key, in.Existing) {
 		// A cache that misses a slice another writer (or our own last pass)
@@ -71,7 +71,7 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 		if err != nil {
 			return 0, err
 		}
-		r.ledger.trust(key, live, in.Existing)
+		r.state.trustSlices(key, live, in.Existing)
 		if !sameVersions(live, in.Existing) {
 			in.Existing, in.TakenNames = live, taken.Union(seen.taken)
 			plan = sliceplan.Compute(in)
@@ -103,7 +103,7 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 // know (by its ledger of its own writes); without leader election another
 // instance may have written a slice the cache does not show yet.
 func (r *Reconciler) cacheSeesAll(key client.ObjectKey, cached []discoveryv1.EndpointSlice) bool {
-	return r.Config.SoleWriter && r.ledger.seesAll(key, cached)
+	return r.Config.SoleWriter && r.state.cacheShowsSlices(key, cached)
 }
 
 // onlyOwned keeps the slices that svc, as written, owns: a Service created

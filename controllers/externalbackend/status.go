@@ -43,48 +43,48 @@ type passResult struct {
 // writeStatus writes status and events from the report, patches status once,
 // and says when to look again: transient failures return an error (retried
 // with backoff), terminal ones wait for a change.
-func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.ExternalBackend, rep passResult) (time.Duration, error) {
+func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.ExternalBackend, pass passResult) (time.Duration, error) {
 	wasReady := metav1.ConditionStatus("")
 	if c := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 		wasReady = c.Status
 	}
-	out := summarize(factsOf(xb.Spec.Suspend, rep, wasReady))
+	plan := summarize(factsOf(xb.Spec.Suspend, pass, wasReady))
 	xb.Status.ServiceName = serviceName(xb)
-	if !xb.Spec.Suspend && rep.specErr == nil {
-		xb.Status.Sources = sourceStatuses(before.Status.Sources, xb.Spec.Sources, rep.results, r.Clock.Now())
-		if rep.syncErr == nil {
-			xb.Status.Endpoints = countEndpoints(rep.endpoints)
-			xb.Status.Endpoints.NotServed = int32(rep.notServed.Total())
-			xb.Status.Endpoints.ProbeFailing = int32(rep.probes.Failing)
-			xb.Status.Dropped = capList(rep.dropped, maxDropped)
-			xb.Status.Draining = capList(rep.draining, maxDraining)
-			xb.Status.Slices = rep.slices
+	if !xb.Spec.Suspend && pass.specErr == nil {
+		xb.Status.Sources = sourceStatuses(before.Status.Sources, xb.Spec.Sources, pass.results, r.Clock.Now())
+		if pass.syncErr == nil {
+			xb.Status.Endpoints = countEndpoints(pass.endpoints)
+			xb.Status.Endpoints.NotServed = int32(pass.notServed.Total())
+			xb.Status.Endpoints.ProbeFailing = int32(pass.probes.Failing)
+			xb.Status.Dropped = capList(pass.dropped, maxDropped)
+			xb.Status.Draining = capList(pass.draining, maxDraining)
+			xb.Status.Slices = pass.slices
 		}
 	}
-	for _, c := range out.conditions {
+	for _, c := range plan.conditions {
 		c.ObservedGeneration = xb.Generation
 		meta.SetStatusCondition(&xb.Status.Conditions, c)
 	}
-	if out.removeStalled {
+	if plan.removeStalled {
 		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionStalled)
 	}
-	if c, ok := probedCondition(rep.probes); ok && !xb.Spec.Suspend && rep.specErr == nil {
+	if c, ok := probedCondition(pass.probes); ok && !xb.Spec.Suspend && pass.specErr == nil {
 		c.ObservedGeneration = xb.Generation
 		meta.SetStatusCondition(&xb.Status.Conditions, c)
 	} else if !ok {
 		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionProbed)
 	}
-	if out.final {
+	if plan.final {
 		xb.Status.ObservedGeneration = xb.Generation
 	}
 	log.FromContext(ctx).V(1).Info("reconciled", "endpoints", xb.Status.Endpoints.Total,
-		"ready", xb.Status.Endpoints.Ready, "slices", xb.Status.Slices, "requeueAfter", rep.requeueAfter)
+		"ready", xb.Status.Endpoints.Ready, "slices", xb.Status.Slices, "requeueAfter", pass.requeueAfter)
 	r.announce(before, xb)
 	r.Metrics.endpoints(xb)
-	if err := r.patchStatus(ctx, before, xb, rep.results); err != nil {
-		return 0, errors.Join(out.retry, fmt.Errorf("patching status: %w", err))
+	if err := r.patchStatus(ctx, before, xb, pass.results); err != nil {
+		return 0, errors.Join(plan.retry, fmt.Errorf("patching status: %w", err))
 	}
-	return earliest(rep.requeueAfter, out.recheck), out.retry
+	return earliest(pass.requeueAfter, plan.recheck), plan.retry
 }
 
 // patchStatus sends the status change, if there is one: a reconcile that
@@ -102,7 +102,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.Ex
 	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	r.written.set(client.ObjectKeyFromObject(after), seenStatus(after))
+	r.state.update(client.ObjectKeyFromObject(after), func(b *backendState) { b.status = seenStatus(after) })
 	return nil
 }
 

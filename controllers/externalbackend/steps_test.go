@@ -55,9 +55,7 @@ func stepReconciler(t *testing.T, clock *clocktesting.FakeClock, cfg Config, c c
 		t.Fatal(err)
 	}
 	cfg.MaxEndpointsPerSlice = 100
-	return &Reconciler{Client: c, APIReader: c, Config: cfg, Clock: clock, Metrics: m,
-		drains: newByName[[]v1alpha1.DrainingEndpoint](), bursts: newByName[coalesce.State](),
-		own: newOwnWritesByKind(), ledger: newSliceLedger()}
+	return &Reconciler{Client: c, APIReader: c, Config: cfg, Clock: clock, Metrics: m}
 }
 
 // answer is one source's answer of serving endpoints.
@@ -66,14 +64,14 @@ func answer(addrs ...string) resolved {
 	for _, a := range addrs {
 		eps = append(eps, providers.Endpoint{Address: a, Serving: true})
 	}
-	return resolved{results: []publish.SourceResult{{Name: "s", Endpoints: eps}}, gates: []sourceAdmission{{}}}
+	return resolved{results: []publish.SourceResult{{Name: "s", Endpoints: eps}}, admissions: []sourceAdmission{{}}}
 }
 
 // restrictedTo is res with its one source restricted to cidr, as through
 // a BackendProvider with allowedCIDRs.
 func restrictedTo(res resolved, cidr string) resolved {
 	allowed := []netip.Prefix{netip.MustParsePrefix(cidr)}
-	res.gates = []sourceAdmission{{restricted: true, allowed: allowed}}
+	res.admissions = []sourceAdmission{{restricted: true, allowed: allowed}}
 	res.results[0].Restricted, res.results[0].Allowed = true, allowed
 	return res
 }
@@ -141,12 +139,16 @@ func TestPublication(t *testing.T) {
 			answer: answer("192.0.2.1"), slices: []publish.Endpoint{old},
 			want: want{addresses: []string{"192.0.2.1", "192.0.2.9"}, draining: []string{"192.0.2.9"},
 				families: []v1alpha1.AddressType{"IPv4", "IPv6"}, requeue: 30 * time.Second}},
+		{name: "a name normalisation drops (Kelvin sign) is not the published ASCII name, which drains", observed: 2, served: both,
+			answer: answer("192.0.2.1", "\u212Aafka.example.com"), slices: []publish.Endpoint{servedEndpoint(discoveryv1.AddressTypeFQDN, "kafka.example.com", 5432)},
+			want: want{addresses: []string{"192.0.2.1", "kafka.example.com"}, draining: []string{"kafka.example.com"}, dropped: []string{"\u212Aafka.example.com"},
+				families: []v1alpha1.AddressType{"IPv4", "IPv6"}, requeue: 30 * time.Second}},
 		{name: "a draining endpoint outside the provider's allowedCIDRs leaves at once", observed: 2, served: both,
 			answer: restrictedTo(answer("192.0.2.1"), "192.0.2.0/31"), slices: []publish.Endpoint{old},
 			want: want{addresses: []string{"192.0.2.1"}, families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
 		{name: "every source refused, nothing remembered (a restart): what is published leaves at once", observed: 2, served: both,
 			answer: resolved{results: []publish.SourceResult{{Name: "s", Err: errors.New("refused")}},
-				gates: []sourceAdmission{{refused: &tenancy.Refusal{Message: "refused"}}}},
+				admissions: []sourceAdmission{{refused: &tenancy.Refusal{Message: "refused"}}}},
 			slices: []publish.Endpoint{old},
 			want:   want{families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
 		{name: "coalescing holds a provider change back: the slices' endpoints stay", observed: 2, served: both,
@@ -336,13 +338,15 @@ func TestCurrentReadsPastAStaleCache(t *testing.T) {
 			return c.List(ctx, list, opts...)
 		},
 	}).Build()
-	r := &Reconciler{Client: cache, APIReader: live, written: newByName[statusSeen]()}
+	r := &Reconciler{Client: cache, APIReader: live}
 	key := client.ObjectKeyFromObject(stale)
 
 	if _, err := r.load(context.Background(), key); err != nil || liveReads != 0 {
 		t.Fatalf("nothing written yet: %v, %d live reads, want none", err, liveReads)
 	}
-	r.written.set(key, statusSeen{resourceVersion: "our-patch", digest: statusDigest(&fresh.Status)})
+	r.state.update(key, func(b *backendState) {
+		b.status = &statusSeen{resourceVersion: "our-patch", digest: statusDigest(&fresh.Status)}
+	})
 	xb, err := r.load(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +358,9 @@ func TestCurrentReadsPastAStaleCache(t *testing.T) {
 		t.Errorf("cache at the version read live: %v, %d live reads, want no more", err, liveReads)
 	}
 	// A spec edit since our patch: another version, with our status.
-	r.written.set(key, statusSeen{resourceVersion: "our-patch", digest: statusDigest(&stale.Status)})
+	r.state.update(key, func(b *backendState) {
+		b.status = &statusSeen{resourceVersion: "our-patch", digest: statusDigest(&stale.Status)}
+	})
 	if _, err := r.load(context.Background(), key); err != nil || liveReads != 1 {
 		t.Errorf("cache at a later version showing our status: %v, %d live reads, want no more", err, liveReads)
 	}

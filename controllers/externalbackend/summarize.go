@@ -86,28 +86,28 @@ type statusPlan struct {
 }
 
 // factsOf reduces a report to an outcome.
-func factsOf(suspended bool, rep passResult, wasReady metav1.ConditionStatus) statusFacts {
-	o := statusFacts{
+func factsOf(suspended bool, pass passResult, wasReady metav1.ConditionStatus) statusFacts {
+	facts := statusFacts{
 		suspended:  suspended,
 		wasReady:   wasReady,
-		specErr:    rep.specErr,
+		specErr:    pass.specErr,
 		sourceErrs: map[string]*providers.Error{},
-		dropped:    len(rep.dropped),
-		syncErr:    rep.syncErr,
-		counts:     countEndpoints(rep.endpoints),
-		slices:     rep.slices,
+		dropped:    len(pass.dropped),
+		syncErr:    pass.syncErr,
+		counts:     countEndpoints(pass.endpoints),
+		slices:     pass.slices,
 	}
-	if rep.notServed.Total() > 0 {
-		o.notServed = notServedMessage(rep.notServed, rep.served)
-		o.nothingServed = len(rep.families) == 0
+	if pass.notServed.Total() > 0 {
+		facts.notServed = notServedMessage(pass.notServed, pass.served)
+		facts.nothingServed = len(pass.families) == 0
 	}
-	for _, r := range rep.results {
+	for _, r := range pass.results {
 		if r.Err != nil {
-			o.sourceErrs[r.Name] = providers.AsError(r.Err)
-			o.sourceOrder = append(o.sourceOrder, r.Name)
+			facts.sourceErrs[r.Name] = providers.AsError(r.Err)
+			facts.sourceOrder = append(facts.sourceOrder, r.Name)
 		}
 	}
-	return o
+	return facts
 }
 
 // cond builds a condition of type t that is True when ok.
@@ -121,9 +121,9 @@ func cond(t string, ok bool, reason, msg string) metav1.Condition {
 
 // summarize maps an statusFacts to conditions. It is pure so that every case
 // is checked in a table.
-func summarize(o statusFacts) statusPlan {
-	if o.suspended {
-		st := o.wasReady
+func summarize(facts statusFacts) statusPlan {
+	if facts.suspended {
+		st := facts.wasReady
 		if st == "" {
 			st = metav1.ConditionUnknown
 		}
@@ -132,8 +132,8 @@ func summarize(o statusFacts) statusPlan {
 			Message: "spec.suspend is true: nothing is resolved or written, published endpoints stay as they are",
 		}}}
 	}
-	if o.specErr != nil {
-		msg := o.specErr.Error()
+	if facts.specErr != nil {
+		msg := facts.specErr.Error()
 		return statusPlan{final: true, conditions: []metav1.Condition{
 			cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonInvalidSpec, msg),
 			cond(v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSpec, msg),
@@ -141,15 +141,15 @@ func summarize(o statusFacts) statusPlan {
 		}}
 	}
 
-	if errors.Is(o.syncErr, errRecreating) {
+	if errors.Is(facts.syncErr, errRecreating) {
 		// Nothing went wrong: the next pass creates the Service again.
 		return statusPlan{}
 	}
 
-	resolved, resolveStalled, resolveRetry := resolvedCondition(o)
-	synced, recheck, syncRetry := syncedCondition(o)
+	resolved, resolveStalled, resolveRetry := resolvedCondition(facts)
+	synced, recheck, syncRetry := syncedCondition(facts)
 	ready := cond(v1alpha1.ConditionReady, true, v1alpha1.ReasonReady,
-		fmt.Sprintf("%d of %d endpoint(s) ready in %d EndpointSlice(s)", o.counts.Ready, o.counts.Total, o.slices))
+		fmt.Sprintf("%d of %d endpoint(s) ready in %d EndpointSlice(s)", facts.counts.Ready, facts.counts.Total, facts.slices))
 	switch {
 	case synced.Status != metav1.ConditionTrue:
 		ready = cond(v1alpha1.ConditionReady, false, synced.Reason, synced.Message)
@@ -186,11 +186,11 @@ func summarize(o statusFacts) statusPlan {
 
 // resolvedCondition says how the sources answered; stalled when only
 // terminal failures occurred, and a retry error when a transient one did.
-func resolvedCondition(o statusFacts) (c metav1.Condition, stalled bool, retry error) {
+func resolvedCondition(facts statusFacts) (c metav1.Condition, stalled bool, retry error) {
 	var terminal, transient []string
 	var terminalReason string
-	for _, name := range o.sourceOrder {
-		e := o.sourceErrs[name]
+	for _, name := range facts.sourceOrder {
+		e := facts.sourceErrs[name]
 		line := fmt.Sprintf("source %s: %s", name, e.Error())
 		if !e.Terminal {
 			transient = append(transient, line)
@@ -207,31 +207,31 @@ func resolvedCondition(o statusFacts) (c metav1.Condition, stalled bool, retry e
 	failures := strings.Join(append(terminal, transient...), "; ")
 	switch {
 	case len(terminal) > 0:
-		return cond(v1alpha1.ConditionResolved, false, terminalReason, failures+"; "+keptOrDrained(o)),
+		return cond(v1alpha1.ConditionResolved, false, terminalReason, failures+"; "+keptOrDrained(facts)),
 			len(transient) == 0, retry
 	case len(transient) > 0:
 		return cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonSourceFailed,
 			failures+"; endpoints published before are kept, retrying"), false, retry
-	case o.nothingServed:
-		return cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonFamilyNotServed, o.notServed), false, nil
-	case o.dropped > 0:
+	case facts.nothingServed:
+		return cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonFamilyNotServed, facts.notServed), false, nil
+	case facts.dropped > 0:
 		// Refused addresses come first: they may be an attempt to aim the
 		// Service somewhere it must not go.
-		msg := fmt.Sprintf("%d address(es) not published; status.dropped says why", o.dropped)
-		if o.notServed != "" {
-			msg += "; " + o.notServed
+		msg := fmt.Sprintf("%d address(es) not published; status.dropped says why", facts.dropped)
+		if facts.notServed != "" {
+			msg += "; " + facts.notServed
 		}
 		return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonAddressesDropped, msg), false, nil
-	case o.notServed != "":
-		return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonFamilyNotServed, o.notServed), false, nil
+	case facts.notServed != "":
+		return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonFamilyNotServed, facts.notServed), false, nil
 	}
 	return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonResolved, "every source answered"), false, nil
 }
 
 // keptOrDrained says what happens to the endpoints of terminally failing
 // sources: a gone backend's drain, any other's are kept.
-func keptOrDrained(o statusFacts) string {
-	for _, e := range o.sourceErrs {
+func keptOrDrained(facts statusFacts) string {
+	for _, e := range facts.sourceErrs {
 		if e.Terminal && !e.Gone {
 			return "endpoints published before are kept"
 		}
@@ -241,18 +241,18 @@ func keptOrDrained(o statusFacts) string {
 
 // syncedCondition says how writing the Service and slices went, when to look
 // again without a failure (a conflict we cannot watch), and what to retry.
-func syncedCondition(o statusFacts) (c metav1.Condition, recheck time.Duration, retry error) {
+func syncedCondition(facts statusFacts) (c metav1.Condition, recheck time.Duration, retry error) {
 	var conflict errServiceConflict
 	switch {
-	case errors.As(o.syncErr, &conflict):
+	case errors.As(facts.syncErr, &conflict):
 		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonServiceConflict, conflict.msg), conflictRecheck, nil
-	case errors.As(o.syncErr, new(errRead)):
-		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonReadFailed, o.syncErr.Error()+"; retrying"), 0, o.syncErr
-	case o.syncErr != nil:
-		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonWriteFailed, o.syncErr.Error()+"; retrying"), 0, o.syncErr
+	case errors.As(facts.syncErr, new(errRead)):
+		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonReadFailed, facts.syncErr.Error()+"; retrying"), 0, facts.syncErr
+	case facts.syncErr != nil:
+		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonWriteFailed, facts.syncErr.Error()+"; retrying"), 0, facts.syncErr
 	}
 	return cond(v1alpha1.ConditionSynced, true, v1alpha1.ReasonSynced,
-		fmt.Sprintf("%d endpoint(s) in %d EndpointSlice(s)", o.counts.Total, o.slices)), 0, nil
+		fmt.Sprintf("%d endpoint(s) in %d EndpointSlice(s)", facts.counts.Total, facts.slices)), 0, nil
 }
 
 // countEndpoints counts endpoints by family and condition.

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -19,41 +20,49 @@ const (
 	kindEndpointSlice = "EndpointSlice"
 )
 
-// newOwnWritesByKind builds the memory of our writes for each kind we
-// write, with the comparison that decides what a change is for that kind.
-func newOwnWritesByKind() map[string]writeTracker {
-	return map[string]writeTracker{
-		kindService: newOwnWrites(func(seen, wrote *corev1.Service) bool {
-			_, changed := mergeService(seen, wrote)
-			return !changed
-		}),
-		kindEndpointSlice: newOwnWrites(sliceplan.Same),
+// echoOf tells, for each kind we write, whether an object as a watch
+// shows it (seen) says what we wrote: the comparison that decides what a
+// change is for that kind.
+var echoOf = map[string]func(seen client.Object, wrote runtime.Object) bool{
+	kindService: sameAs(func(seen, wrote *corev1.Service) bool {
+		_, changed := mergeService(seen, wrote)
+		return !changed
+	}),
+	kindEndpointSlice: sameAs(sliceplan.Same),
+}
+
+// sameAs applies same to two objects of its kind; objects of another kind
+// say nothing of each other.
+func sameAs[T client.Object](same func(seen, wrote T) bool) func(client.Object, runtime.Object) bool {
+	return func(seen client.Object, wrote runtime.Object) bool {
+		s, okSeen := seen.(T)
+		w, okWrote := wrote.(T)
+		return okSeen && okWrote && same(s, w)
 	}
 }
 
 // create, update and remove make every write of a Service or slice: each
-// tells ownWrites before it is sent, and counts it (and, for a slice, tells
-// the ledger) once it succeeded.
+// records it as ours (writing) before it is sent, and counts it (and, for
+// a slice, tells the ledger) once it succeeded.
 
 func (r *Reconciler) create(ctx context.Context, o client.Object, kind string) error {
-	own := r.own[kind]
 	named := o.GetName() != ""
 	if named {
-		own.writing(o, false)
+		r.state.writing(o, kind, false)
 	}
 	if err := r.Create(ctx, o, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return err
 	}
 	if !named {
 		// A generated name is known only now; the event may have come first.
-		own.writing(o, false)
+		r.state.writing(o, kind, false)
 	}
 	r.succeeded(o, kind, "create")
 	return nil
 }
 
 func (r *Reconciler) update(ctx context.Context, o client.Object, kind string) error {
-	r.own[kind].writing(o, false)
+	r.state.writing(o, kind, false)
 	withoutManagedFields(o)
 	if err := r.Update(ctx, o, client.FieldOwner(v1alpha1.FieldManager)); err != nil {
 		return err
@@ -63,7 +72,7 @@ func (r *Reconciler) update(ctx context.Context, o client.Object, kind string) e
 }
 
 func (r *Reconciler) remove(ctx context.Context, o client.Object, kind string, opts ...client.DeleteOption) error {
-	r.own[kind].writing(o, true)
+	r.state.writing(o, kind, true)
 	if err := r.Delete(ctx, o, opts...); err != nil {
 		return err
 	}
@@ -75,7 +84,7 @@ func (r *Reconciler) remove(ctx context.Context, o client.Object, kind string, o
 func (r *Reconciler) succeeded(o client.Object, kind, verb string) {
 	r.Metrics.write(kind, verb)
 	if kind == kindEndpointSlice {
-		r.ledger.wrote(o, verb == "delete")
+		r.state.sliceWritten(o, verb == "delete")
 	}
 }
 
@@ -84,64 +93,67 @@ func (r *Reconciler) succeeded(o client.Object, kind, verb string) {
 // the cache would replace them.
 func withoutManagedFields(o metav1.Object) { o.SetManagedFields(nil) }
 
-// writeTracker is what the writes and the watches need of ownWrites.
-type writeTracker interface {
-	// writing records a create or update about to be sent, or a delete.
-	writing(o client.Object, deleting bool)
-	// notEchoes is the watch predicate that drops the events of our own writes.
-	notEchoes() predicate.Predicate
-}
-
-// ownWrites remembers what our last write of each object of kind T said
-// (or that it deleted the object) until its watch event comes, so that the
-// event the write causes brings no reconcile of its own: the reconcile that
-// wrote has already seen the result. The write is recorded before it is
-// sent, because its event may arrive before the call returns, and events
-// are compared by content: an event showing what we wrote is ours (or
-// changes nothing), any other is a change someone else made and brings a
-// reconcile that reverts it.
-type ownWrites[T client.Object] struct {
-	// same tells whether an object as the watch shows it says what we wrote.
-	same func(seen, wrote T) bool
-	last *byName[lastWrite[T]]
+// writtenObject names an object we write within its backend's record:
+// its kind and name (the namespace is the backend's).
+type writtenObject struct {
+	kind, name string
 }
 
 // lastWrite is the object as we last wrote it, or that we deleted it.
-type lastWrite[T client.Object] struct {
-	obj     T
+type lastWrite struct {
+	obj     runtime.Object
 	deleted bool
 }
 
-func newOwnWrites[T client.Object](same func(seen, wrote T) bool) *ownWrites[T] {
-	return &ownWrites[T]{same: same, last: newByName[lastWrite[T]]()}
-}
-
-func (w *ownWrites[T]) writing(o client.Object, deleting bool) {
-	key := client.ObjectKeyFromObject(o)
-	last := lastWrite[T]{deleted: deleting}
+// writing records a write of o about to be sent (a create or update, or a
+// delete), so that the watch event it causes brings no reconcile of its
+// own: the reconcile that wrote has already seen the result. The write is
+// recorded before it is sent, because its event may arrive before the call
+// returns, and events are compared by content (echoOf): an event showing
+// what we wrote is ours (or changes nothing), any other is a change
+// someone else made and brings a reconcile that reverts it.
+//
+// The write goes in the record of the backend o's label names. An object
+// without that label has no events to tell: the cache holds only objects
+// that carry it.
+func (s *backendStates) writing(o client.Object, kind string, deleting bool) {
+	key, ok := backendKey(o)
+	if !ok {
+		return
+	}
+	last := lastWrite{deleted: deleting}
 	if !deleting {
-		c, ok := o.DeepCopyObject().(T)
-		if !ok {
-			// Not of our kind: nothing to tell its events by.
-			w.last.forget(key)
-			return
-		}
-		last.obj = c
+		last.obj = o.DeepCopyObject()
 	}
-	w.last.set(key, last)
+	s.update(key, func(b *backendState) {
+		if b.echoes == nil {
+			b.echoes = map[writtenObject]lastWrite{}
+		}
+		b.echoes[writtenObject{kind, o.GetName()}] = last
+	})
 }
 
-// echo tells whether an event shows what our last write left. A delete
-// event ends the object's entry either way.
-func (w *ownWrites[T]) echo(o client.Object, deleted bool) bool {
-	key := client.ObjectKeyFromObject(o)
-	if deleted {
-		last, ok := w.last.take(key)
-		return ok && last.deleted
+// echo tells whether an event shows what our last write of o left. A
+// delete event ends the object's entry either way.
+func (s *backendStates) echo(o client.Object, kind string, deleted bool) bool {
+	key, ok := backendKey(o)
+	if !ok {
+		return false
 	}
-	last, ok := w.last.get(key)
-	seen, isT := o.(T)
-	if !ok || !isT || last.deleted || !w.same(seen, last.obj) {
+	id := writtenObject{kind, o.GetName()}
+	var last lastWrite
+	var found bool
+	s.lookup(key, func(b *backendState) {
+		last, found = b.echoes[id]
+		if deleted {
+			delete(b.echoes, id)
+		}
+	})
+	if deleted {
+		return found && last.deleted
+	}
+	// Compared outside the lock: a slice can hold a thousand endpoints.
+	if !found || last.deleted || !echoOf[kind](o, last.obj) {
 		return false
 	}
 	// The write's own event has come: a later event is someone else's
@@ -149,14 +161,16 @@ func (w *ownWrites[T]) echo(o client.Object, deleted bool) bool {
 	// (which then finds nothing to write). Keeping the copy would hold a
 	// second copy of every object we wrote (a write made meanwhile loses
 	// its entry too, which costs it the same one reconcile, no more).
-	w.last.forget(key)
+	s.lookup(key, func(b *backendState) { delete(b.echoes, id) })
 	return true
 }
 
-func (w *ownWrites[T]) notEchoes() predicate.Predicate {
+// notEchoes is the watch predicate for objects of kind that drops the
+// events of our own writes.
+func (s *backendStates) notEchoes(kind string) predicate.Predicate {
 	return predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool { return !w.echo(e.Object, false) },
-		UpdateFunc: func(e event.UpdateEvent) bool { return !w.echo(e.ObjectNew, false) },
-		DeleteFunc: func(e event.DeleteEvent) bool { return !w.echo(e.Object, true) },
+		CreateFunc: func(e event.CreateEvent) bool { return !s.echo(e.Object, kind, false) },
+		UpdateFunc: func(e event.UpdateEvent) bool { return !s.echo(e.ObjectNew, kind, false) },
+		DeleteFunc: func(e event.DeleteEvent) bool { return !s.echo(e.Object, kind, true) },
 	}
 }

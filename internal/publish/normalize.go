@@ -105,26 +105,19 @@ func normalizeOne(pe providers.Endpoint, want map[discoveryv1.AddressType]bool, 
 	if len(validation.IsDNS1123Label(pe.Hostname)) == 0 {
 		e.Hostname = pe.Hostname
 	}
+	e.Address = CanonicalAddress(pe.Address)
 	if addr, err := netip.ParseAddr(pe.Address); err == nil {
 		if reason := pol.deniesIP(addr); reason != "" {
 			return e, reason
 		}
-		addr = addr.Unmap()
-		e.Address = addr.String()
 		e.AddressType = discoveryv1.AddressTypeIPv4
-		if addr.Is6() {
+		if addr.Unmap().Is6() {
 			e.AddressType = discoveryv1.AddressTypeIPv6
 		}
 	} else {
-		// DNS is case-insensitive for ASCII letters only. strings.ToLower
-		// would also turn some other letters into ASCII ones (the Kelvin
-		// sign into k) and publish a name the source never gave; left as
-		// they are, they fail the DNS name check below.
-		name := strings.TrimSuffix(strings.Map(asciiLower, pe.Address), ".")
-		if reason := invalidName(name, pol); reason != "" {
+		if reason := invalidName(e.Address, pol); reason != "" {
 			return e, reason
 		}
-		e.Address = name
 		e.AddressType = discoveryv1.AddressTypeFQDN
 	}
 	if !want[e.AddressType] {
@@ -183,6 +176,22 @@ func outsideAllowed(e Endpoint, allowed []netip.Prefix) string {
 		}
 	}
 	return fmt.Sprintf("outside the networks the BackendProvider allows (spec.allowedCIDRs %v); ask the platform team to allow it, or remove it", allowed)
+}
+
+// CanonicalAddress is an address as Normalize publishes it: an IP in its
+// canonical form (an IPv4-mapped IPv6 address as IPv4), a name in lower
+// case without its trailing dot. Whoever matches a source's address with a
+// published endpoint must use it, or the two will disagree.
+//
+// DNS is case-insensitive for ASCII letters only. strings.ToLower would
+// also turn some other letters into ASCII ones (the Kelvin sign U+212A into
+// k) and make a name the source never gave; left as they are, they fail
+// Normalize's DNS name check.
+func CanonicalAddress(a string) string {
+	if ip, err := netip.ParseAddr(a); err == nil {
+		return ip.Unmap().String()
+	}
+	return strings.TrimSuffix(strings.Map(asciiLower, a), ".")
 }
 
 // asciiLower is r in lower case if it is an ASCII letter, else r.

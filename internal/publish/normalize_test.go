@@ -562,3 +562,33 @@ func TestNormalizeAllowedNetworks(t *testing.T) {
 		t.Errorf("dropped %v, want %v", refused, want)
 	}
 }
+
+// TestCanonicalAddress: the address matched against published endpoints
+// is the one Normalize publishes, and a name Normalize refuses is never
+// made into one it would publish (the Kelvin sign is not a k).
+func TestCanonicalAddress(t *testing.T) {
+	fqdn := Policy{AddressTypes: []v1alpha1.AddressType{"IPv4", "IPv6", "FQDN"}}
+	for _, c := range []struct {
+		in, want string
+		// published tells whether Normalize publishes in.
+		published bool
+	}{
+		{"192.0.2.1", "192.0.2.1", true},
+		{"::ffff:192.0.2.1", "192.0.2.1", true},
+		{"2001:0DB8:0000::1", "2001:db8::1", true},
+		{"Kafka.Example.COM.", "kafka.example.com", true},
+		{"\u212Aafka.example.com", "\u212Aafka.example.com", false},
+		{"\u212AAFKA.example.com", "\u212Aafka.example.com", false},
+	} {
+		if got := CanonicalAddress(c.in); got != c.want {
+			t.Errorf("CanonicalAddress(%q) = %q, want %q", c.in, got, c.want)
+		}
+		got, _ := Normalize(one(up(c.in)), fqdn)
+		switch {
+		case c.published && (len(got) != 1 || got[0].Address != c.want):
+			t.Errorf("Normalize(%q) = %+v, want %q published, as CanonicalAddress has it", c.in, got, c.want)
+		case !c.published && len(got) != 0:
+			t.Errorf("Normalize(%q) = %+v, want it dropped", c.in, got)
+		}
+	}
+}
