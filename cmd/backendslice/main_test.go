@@ -43,6 +43,8 @@ func TestControllerFlagsRejected(t *testing.T) {
 		"negative quiet":         {[]string{"--coalesce-quiet=-1s"}, "--coalesce-quiet=-1s: must not be negative"},
 		"max shorter than quiet": {[]string{"--coalesce-quiet=2s", "--coalesce-max=1s"}, "--coalesce-max=1s: must be at least --coalesce-quiet=2s"},
 		"denied CIDR":            {[]string{"--denied-cidrs=10.0.0.1"}, `--denied-cidrs: "10.0.0.1" is not a CIDR`},
+		"slice floor above max":  {[]string{"--min-endpoints-per-slice=200"}, "--min-endpoints-per-slice=200: must be between 0 and --max-endpoints-per-slice=100"},
+		"share above workers":    {[]string{"--namespace-share=5"}, "--namespace-share=5: must be between 0 (one less than --concurrent) and --concurrent=4"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

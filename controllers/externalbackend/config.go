@@ -11,6 +11,13 @@ import (
 type Config struct {
 	// MaxEndpointsPerSlice applies where the spec sets none.
 	MaxEndpointsPerSlice int32
+	// MinEndpointsPerSlice is the floor of a slice's size, whatever the
+	// spec says (0: none).
+	MinEndpointsPerSlice int32
+	// NamespaceShare is how many reconciles of one namespace run at once
+	// (0: one less than the workers, so that another namespace always
+	// finds one free).
+	NamespaceShare int
 	// DefaultDrainPeriod applies where the spec sets none.
 	DefaultDrainPeriod time.Duration
 	// DeniedPrefixes are networks no endpoint may be in.

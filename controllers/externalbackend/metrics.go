@@ -16,6 +16,7 @@ type Metrics struct {
 	writes     *prometheus.CounterVec
 	published  *prometheus.GaugeVec
 	held       prometheus.Counter
+	deferrals  prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -42,8 +43,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "backendslice_changes_held_total",
 			Help: "Reconciles whose provider changes the coalescing window held back (--coalesce-quiet).",
 		}),
+		deferrals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "backendslice_reconciles_deferred_total",
+			Help: "Reconciles put back in the queue because their namespace already ran its share of the workers (--namespace-share).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.writes, m.published, m.held} {
+	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.writes, m.published, m.held, m.deferrals} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -63,6 +68,8 @@ func (m *Metrics) reconciled(err error, took time.Duration) {
 func (m *Metrics) write(kind, verb string) { m.writes.WithLabelValues(kind, verb).Inc() }
 
 func (m *Metrics) heldBack() { m.held.Inc() }
+
+func (m *Metrics) deferred() { m.deferrals.Inc() }
 
 func (m *Metrics) endpoints(xb *v1alpha1.ExternalBackend) {
 	c := xb.Status.Endpoints

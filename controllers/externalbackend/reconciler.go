@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/go-playground/validator/v10"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/connections"
+	"github.com/backendslice/backendslice/internal/fairshare"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -49,6 +51,8 @@ type Reconciler struct {
 	families clusterNetworks
 	// state holds what this process remembers of each backend.
 	state backendStates
+	// shares bounds the reconciles of one namespace running at once.
+	shares *fairshare.Limiter
 	// recreations is the token bucket that all backends' Service
 	// recreations share, on top of each one's own backoff (recreateAfter).
 	recreations *rate.Limiter
@@ -64,6 +68,15 @@ type Reconciler struct {
 
 // Reconcile loads the ExternalBackend, runs the steps and patches status once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	release, ok := r.shares.Enter(req.Namespace)
+	if !ok {
+		// The namespace already runs its share of the workers: leave this
+		// one to the other namespaces' backends, and come back a little
+		// later. Waiting here instead would hold the worker.
+		r.Metrics.deferred()
+		return ctrl.Result{RequeueAfter: shareRetry()}, nil
+	}
+	defer release()
 	start := r.Clock.Now()
 	xb, err := r.load(ctx, req.NamespacedName)
 	if err != nil {
@@ -92,7 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.Providers.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if err := validateSpec(r.validate, xb); err != nil {
+	if err := validateSpec(r.validate, r.kinds(), xb); err != nil {
 		r.Providers.Forget(req.NamespacedName)
 		pass.specErr = err
 		return ctrl.Result{}, nil
@@ -150,6 +163,9 @@ func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) pas
 		return pass
 	}
 	pass.slices, pass.syncErr = r.syncSlices(ctx, xb, svc, created, pub, seen)
+	if l := r.maxPerSlice(xb).limit; l != "" {
+		pass.limits = append(pass.limits, l)
+	}
 	return pass
 }
 
@@ -185,4 +201,21 @@ func earliest(a, b time.Duration) time.Duration {
 		return b
 	}
 	return a
+}
+
+// kinds is the table of source kinds the registry resolves; the built-in
+// one where there is no registry (render).
+func (r *Reconciler) kinds() providers.Kinds {
+	if r.Providers == nil {
+		return providers.BuiltinKinds()
+	}
+	return r.Providers.Kinds()
+}
+
+// shareRetry is when a reconcile deferred for its namespace's share comes
+// back: soon, since a slot frees as soon as one of the namespace's running
+// reconciles ends, and spread, so that a namespace's deferred backends do
+// not all come back at once.
+func shareRetry() time.Duration {
+	return 100*time.Millisecond + rand.N(100*time.Millisecond)
 }

@@ -1,6 +1,7 @@
 package externalbackend
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/connections"
+	"github.com/backendslice/backendslice/internal/fairshare"
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -91,8 +93,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 	}
 	r.validate = newValidator()
-	r.connections = connections.Reader{Client: r.Client, Namespace: r.Config.Namespace}
+	r.connections = connections.Reader{Client: r.Client, Namespace: r.Config.Namespace, Kinds: r.kinds()}
 	r.recreations = newRetryBucket()
+	r.shares = fairshare.New(cmp.Or(r.Config.NamespaceShare, fairshare.ShareOf(r.Workers)))
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}

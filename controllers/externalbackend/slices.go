@@ -41,7 +41,7 @@ func (r *Reconciler) planInput(xb *v1alpha1.ExternalBackend, svc *corev1.Service
 			Annotate:    publish.DrainAnnotator(pub.draining),
 		},
 		Desired:              publish.ZoneHints(publish.Groups(pub.endpoints), xb.Spec.Service.TrafficDistribution, xb.Spec.Service.Annotations),
-		MaxEndpointsPerSlice: int(r.maxPerSlice(xb)),
+		MaxEndpointsPerSlice: int(r.maxPerSlice(xb).size),
 	}
 }
 
@@ -185,7 +185,27 @@ func (r *Reconciler) createSlice(ctx context.Context, s *discoveryv1.EndpointSli
 	return nil
 }
 
-// maxPerSlice is the spec's limit or the controller's default.
-func (r *Reconciler) maxPerSlice(xb *v1alpha1.ExternalBackend) int32 {
-	return ptr.Deref(xb.Spec.MaxEndpointsPerSlice, r.Config.MaxEndpointsPerSlice)
+// sliceSize is how many endpoints one slice of a backend holds, and,
+// when the controller's floor raised the spec's value, the status note
+// that says so.
+type sliceSize struct {
+	size  int32
+	limit string
+}
+
+// maxPerSlice is the spec's limit or the controller's default, raised to
+// the controller's floor (--min-endpoints-per-slice). The number of slices,
+// and so the writes of every change that touches them all (a label on the
+// Service), grows as the size shrinks: one endpoint a slice turns a tenant's
+// 250 addresses into 250 writes per change, taken from every other
+// namespace's share of the API server. The CRD accepts 1, as upstream's
+// controller does for its operator-set flag; the floor is the platform
+// team's choice.
+func (r *Reconciler) maxPerSlice(xb *v1alpha1.ExternalBackend) sliceSize {
+	n := ptr.Deref(xb.Spec.MaxEndpointsPerSlice, r.Config.MaxEndpointsPerSlice)
+	if floor := r.Config.MinEndpointsPerSlice; n < floor {
+		return sliceSize{size: floor, limit: fmt.Sprintf(
+			"spec.maxEndpointsPerSlice %d is raised to the controller's floor of %d (--min-endpoints-per-slice)", n, floor)}
+	}
+	return sliceSize{size: n}
 }

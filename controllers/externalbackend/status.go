@@ -38,6 +38,9 @@ type passResult struct {
 	// requeueAfter is when a provider, a drain or the coalescing window
 	// wants another look.
 	requeueAfter time.Duration
+	// limits name the controller's limits this pass applied to the spec
+	// (a slice size raised to the floor), for the Synced message.
+	limits []string
 }
 
 // writeStatus writes status and events from the report, patches status once,
@@ -51,7 +54,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.Exter
 	plan := summarize(factsOf(xb.Spec.Suspend, pass, wasReady))
 	xb.Status.ServiceName = serviceName(xb)
 	if !xb.Spec.Suspend && pass.specErr == nil {
-		xb.Status.Sources = sourceStatuses(before.Status.Sources, xb.Spec.Sources, pass.results, r.Clock.Now())
+		xb.Status.Sources = sourceStatuses(r.kinds(), before.Status.Sources, xb.Spec.Sources, pass.results, r.Clock.Now())
 		if pass.syncErr == nil {
 			xb.Status.Endpoints = countEndpoints(pass.endpoints)
 			xb.Status.Endpoints.NotServed = int32(pass.notServed.Total())

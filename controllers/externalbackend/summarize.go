@@ -69,6 +69,8 @@ type statusFacts struct {
 	syncErr       error
 	counts        v1alpha1.EndpointCounts
 	slices        int32
+	// limits name the controller's limits applied to the spec.
+	limits []string
 }
 
 // statusPlan is what to write and whether to retry.
@@ -96,6 +98,7 @@ func factsOf(suspended bool, pass passResult, wasReady metav1.ConditionStatus) s
 		syncErr:    pass.syncErr,
 		counts:     countEndpoints(pass.endpoints),
 		slices:     pass.slices,
+		limits:     pass.limits,
 	}
 	if pass.notServed.Total() > 0 {
 		facts.notServed = notServedMessage(pass.notServed, pass.served)
@@ -251,8 +254,11 @@ func syncedCondition(facts statusFacts) (c metav1.Condition, recheck time.Durati
 	case facts.syncErr != nil:
 		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonWriteFailed, facts.syncErr.Error()+"; retrying"), 0, facts.syncErr
 	}
-	return cond(v1alpha1.ConditionSynced, true, v1alpha1.ReasonSynced,
-		fmt.Sprintf("%d endpoint(s) in %d EndpointSlice(s)", facts.counts.Total, facts.slices)), 0, nil
+	msg := fmt.Sprintf("%d endpoint(s) in %d EndpointSlice(s)", facts.counts.Total, facts.slices)
+	for _, l := range facts.limits {
+		msg += "; " + l
+	}
+	return cond(v1alpha1.ConditionSynced, true, v1alpha1.ReasonSynced, msg), 0, nil
 }
 
 // countEndpoints counts endpoints by family and condition.
@@ -321,7 +327,7 @@ func refreshSuccessTimes(statuses []v1alpha1.SourceStatus, results []publish.Sou
 // sourceStatuses is the per-source state: what each found, when it last
 // answered, and its last error. A failing source keeps its last success
 // time and count, and is marked stale.
-func sourceStatuses(prev []v1alpha1.SourceStatus, specs []v1alpha1.Source, results []publish.SourceResult, now time.Time) []v1alpha1.SourceStatus {
+func sourceStatuses(kinds providers.Kinds, prev []v1alpha1.SourceStatus, specs []v1alpha1.Source, results []publish.SourceResult, now time.Time) []v1alpha1.SourceStatus {
 	old := map[string]v1alpha1.SourceStatus{}
 	for _, s := range prev {
 		old[s.Name] = s
@@ -329,7 +335,7 @@ func sourceStatuses(prev []v1alpha1.SourceStatus, specs []v1alpha1.Source, resul
 	out := make([]v1alpha1.SourceStatus, 0, len(results))
 	for i, r := range results {
 		s := old[r.Name]
-		s.Name, s.Kind = r.Name, string(providers.KindOf(specs[i]))
+		s.Name, s.Kind = r.Name, string(kinds.KindOf(specs[i]))
 		switch {
 		case r.Err != nil && refused(r.Err):
 			// Nothing is kept of a source admission refuses.

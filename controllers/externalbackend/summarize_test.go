@@ -105,6 +105,17 @@ func TestSummarize(t *testing.T) {
 			final:         true,
 		},
 		{
+			name: "a controller limit applied is named on Synced",
+			o: statusFacts{counts: counts, slices: 1, wasReady: T,
+				limits: []string{"spec.maxEndpointsPerSlice 1 is raised to the controller's floor of 10 (--min-endpoints-per-slice)"}},
+			resolved: &condWant{T, v1alpha1.ReasonResolved, nil},
+			synced: &condWant{T, v1alpha1.ReasonSynced, []string{
+				"3 endpoint(s) in 1 EndpointSlice(s); spec.maxEndpointsPerSlice 1 is raised to the controller's floor of 10 (--min-endpoints-per-slice)"}},
+			ready:         &condWant{T, v1alpha1.ReasonReady, []string{"2 of 3"}},
+			removeStalled: true,
+			final:         true,
+		},
+		{
 			name:     "spec error",
 			o:        statusFacts{specErr: errors.New("spec.service.name: bad"), wasReady: T},
 			resolved: &condWant{F, v1alpha1.ReasonInvalidSpec, []string{"spec.service.name"}},
@@ -475,7 +486,7 @@ func TestSourceStatuses(t *testing.T) {
 			if c.prev != nil {
 				prev = append(prev, *c.prev.DeepCopy())
 			}
-			out := sourceStatuses(prev, []v1alpha1.Source{c.spec}, []publish.SourceResult{c.result}, now)
+			out := sourceStatuses(providers.BuiltinKinds(), prev, []v1alpha1.Source{c.spec}, []publish.SourceResult{c.result}, now)
 			if len(out) != 1 {
 				t.Fatalf("statuses %+v", out)
 			}
@@ -515,7 +526,7 @@ func TestSourceStatusesFollowsSpecOrderAndForgetsRemovedSources(t *testing.T) {
 		{Name: "a", Endpoints: []providers.Endpoint{{Address: "192.0.2.1"}}},
 		{Name: "b", Endpoints: []providers.Endpoint{{Address: "192.0.2.2"}}},
 	}
-	out := sourceStatuses(prev, specs, results, now)
+	out := sourceStatuses(providers.BuiltinKinds(), prev, specs, results, now)
 	if len(out) != 2 || out[0].Name != "a" || out[0].Kind != "consul" || out[1].Name != "b" || out[1].Kind != "static" {
 		t.Fatalf("statuses %+v, want a (consul) then b (static)", out)
 	}

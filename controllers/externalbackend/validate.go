@@ -33,8 +33,9 @@ func newValidator() *validator.Validate {
 	return v
 }
 
-// validateSpec returns an error naming the field and the fix, or nil.
-func validateSpec(v *validator.Validate, xb *v1alpha1.ExternalBackend) error {
+// validateSpec returns an error naming the field and the fix, or nil;
+// each source is checked by its row of kinds.
+func validateSpec(v *validator.Validate, kinds providers.Kinds, xb *v1alpha1.ExternalBackend) error {
 	rules := specRules{ServiceName: serviceName(xb)}
 	if xb.Spec.DrainPeriod != nil {
 		rules.DrainPeriod = int64(xb.Spec.DrainPeriod.Duration)
@@ -54,7 +55,7 @@ func validateSpec(v *validator.Validate, xb *v1alpha1.ExternalBackend) error {
 			msgs = append(msgs, fmt.Sprintf("spec.drainPeriod: %s is negative; use 0s or more", xb.Spec.DrainPeriod.Duration))
 		}
 	}
-	msgs = append(msgs, sourceChecks(providers.BuiltinKinds(), xb)...)
+	msgs = append(msgs, sourceChecks(kinds, xb)...)
 	if len(msgs) == 0 {
 		return nil
 	}

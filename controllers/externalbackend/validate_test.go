@@ -86,7 +86,7 @@ func TestValidateSpec(t *testing.T) {
 					Sources:     c.sources,
 				},
 			}
-			err := validateSpec(v, xb)
+			err := validateSpec(v, providers.BuiltinKinds(), xb)
 			if c.want == nil {
 				if err != nil {
 					t.Errorf("validateSpec = %v, want nil", err)

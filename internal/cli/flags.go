@@ -58,6 +58,8 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	fs.IntVar(&f.manager.KubeAPIBurst, "kube-api-burst", 100, "burst of queries above --kube-api-qps")
 	fs.StringVar(&f.manager.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the controller's own)")
 	fs.Int32Var(&f.manager.Config.MaxEndpointsPerSlice, "max-endpoints-per-slice", 100, "endpoints per EndpointSlice where the spec sets none (1-1000)")
+	fs.Int32Var(&f.manager.Config.MinEndpointsPerSlice, "min-endpoints-per-slice", 10, "floor of a slice's size whatever a spec's maxEndpointsPerSlice says (0-1000): fewer endpoints per slice means more slices, and more writes per change, taken from every other namespace's share of the API server")
+	fs.IntVar(&f.manager.Config.NamespaceShare, "namespace-share", 0, "how many ExternalBackends of one namespace are reconciled at once; 0 is one less than --concurrent, so that a burst in one namespace always leaves a worker to the others")
 	fs.DurationVar(&f.manager.Config.DefaultDrainPeriod, "default-drain-period", 30*time.Second, "how long a vanished endpoint stays as terminating where the spec sets no drainPeriod")
 	fs.StringSliceVar(&f.deniedCIDRs, "denied-cidrs", nil, fmt.Sprintf("networks no endpoint may be in, on top of the cloud metadata addresses, which are always denied (%s): add the cluster's Pod and Service ranges", strings.Join(externalbackend.DefaultDeniedCIDRs(), ",")))
 	fs.StringSliceVar(&f.deniedNames, "denied-names", nil, fmt.Sprintf("DNS names no FQDN endpoint may have (*.example.com denies every name under it), on top of the metadata names, which are always denied (%s)", strings.Join(externalbackend.DefaultDeniedNames(), ",")))
@@ -94,6 +96,12 @@ func (f *ControllerFlags) ManagerOptions() (controllers.ManagerOptions, error) {
 	}
 	if n := opts.Config.MaxEndpointsPerSlice; n < 1 || n > 1000 {
 		return opts, fmt.Errorf("--max-endpoints-per-slice=%d: must be between 1 and 1000", n)
+	}
+	if n := opts.Config.MinEndpointsPerSlice; n < 0 || n > opts.Config.MaxEndpointsPerSlice {
+		return opts, fmt.Errorf("--min-endpoints-per-slice=%d: must be between 0 and --max-endpoints-per-slice=%d", n, opts.Config.MaxEndpointsPerSlice)
+	}
+	if n := opts.Config.NamespaceShare; n < 0 || n > opts.Concurrency {
+		return opts, fmt.Errorf("--namespace-share=%d: must be between 0 (one less than --concurrent) and --concurrent=%d", n, opts.Concurrency)
 	}
 	if c := opts.Config; c.ResolveTimeout <= 0 || c.ReconcileTimeout < c.ResolveTimeout {
 		return opts, fmt.Errorf("--resolve-timeout=%s --reconcile-timeout=%s: both must be positive, and a reconcile at least as long as one provider call", c.ResolveTimeout, c.ReconcileTimeout)

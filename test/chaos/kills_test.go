@@ -1,10 +1,15 @@
 package chaos_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/test/e2e/framework"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // faultKill is the report's name of a SIGKILL under churn.
@@ -66,8 +71,14 @@ func TestKillsUnderChurn(t *testing.T) {
 	env.ledger.note(faultKill, "%s", c.summary())
 
 	// Once every drain is over, the controller must be at rest: no
-	// Service or slice write at all while nothing changes.
-	time.Sleep(4*time.Second + detectLag)
+	// Service or slice write at all while nothing changes. The window
+	// starts once the controller itself reports nothing pending (no drain
+	// running, every source answered), not after a fixed sleep: after a
+	// kill, a source that has not answered since the restart holds what
+	// the slices publish until it does, and only then do those endpoints
+	// start to drain, so a fixed sleep could end before the last write
+	// that the changes made.
+	waitSettled(t, ns)
 	converge(t, "", time.Now(), ns)
 	before := r.mustScrape()
 	time.Sleep(3 * time.Second)
@@ -76,5 +87,37 @@ func TestKillsUnderChurn(t *testing.T) {
 	if n := after.writes() - before.writes(); n != 0 {
 		env.ledger.broken(faultKill, []violation{{cat: wrong, msg: "writes at rest"}})
 		t.Errorf("the controller wrote %v times in 3 s while nothing changed (seed %d)", n, env.seed)
+	}
+}
+
+// waitSettled waits until every ExternalBackend of ns reports nothing
+// pending: no endpoint draining, and every source answered (neither stale
+// nor failing). A controller that never settles fails the test.
+func waitSettled(t *testing.T, ns string) {
+	t.Helper()
+	deadline := time.Now().Add(convergeTimeout)
+	for {
+		var list v1alpha1.ExternalBackendList
+		pending := ""
+		if err := framework.E().Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			pending = "listing ExternalBackends: " + err.Error()
+		}
+		for _, xb := range list.Items {
+			if len(xb.Status.Draining) > 0 {
+				pending = fmt.Sprintf("%s drains %d endpoint(s)", xb.Name, len(xb.Status.Draining))
+			}
+			for _, s := range xb.Status.Sources {
+				if s.Stale || s.LastError != "" {
+					pending = fmt.Sprintf("%s: source %s has not answered (%s)", xb.Name, s.Name, s.LastError)
+				}
+			}
+		}
+		if pending == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the controller did not settle within %s: %s (seed %d)", convergeTimeout, pending, env.seed)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }

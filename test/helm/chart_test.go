@@ -359,7 +359,7 @@ func TestFlags(t *testing.T) {
 	}{
 		{"default", "", []string{
 			"--concurrent=4", "--kube-api-qps=50", "--kube-api-burst=100",
-			"--max-endpoints-per-slice=100", "--default-drain-period=30s", "--resolve-timeout=10s",
+			"--max-endpoints-per-slice=100", "--min-endpoints-per-slice=10", "--namespace-share=0", "--default-drain-period=30s", "--resolve-timeout=10s",
 			"--coalesce-quiet=0s", "--coalesce-max=5s", "--zap-log-level=info",
 			"--cluster-domain=cluster.local", "--allow-sources-without-provider=false", "--deny-pod-cidrs=false",
 		}},

@@ -3,10 +3,15 @@
 package noisy
 
 import (
+	"flag"
 	"testing"
 
 	"github.com/backendslice/backendslice/test/docsection"
 )
+
+// report, if set, is the Markdown file (docs/benchmarks.md) whose
+// noisy-neighbour section TestNoisyNeighbourReport rewrites.
+var report = flag.String("report", "", "if set, the Markdown file (docs/benchmarks.md) whose noisy-neighbour section TestNoisyNeighbourReport rewrites")
 
 // TestNoisyNeighbourReport runs the benchmark at the scale of the flags
 // (`make bench-noisy`: the red-team review's attack) and writes the

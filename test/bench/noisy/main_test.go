@@ -20,8 +20,6 @@ import (
 )
 
 var (
-	report = flag.String("report", "", "if set, the Markdown file (docs/benchmarks.md) whose noisy-neighbour section TestNoisyNeighbourReport rewrites")
-
 	// The attack.
 	attackBackends  = flag.Int("backends", 8, "the attacker's backends")
 	attackAddresses = flag.Int("addresses", 250, "static addresses of each attacker backend (at most 381: 198.51.100.1-254, 203.0.113.1-127)")
@@ -48,8 +46,11 @@ func TestMain(m *testing.M) {
 			return []providers.Provider{static.New()}, nil
 		},
 		Config: func(c *externalbackend.Config) {
-			// As the chart installs it: sources must name a BackendProvider.
+			// As the chart installs it: sources must name a BackendProvider,
+			// and a slice holds at least --min-endpoints-per-slice's
+			// default of 10 endpoints.
 			c.AllowSourcesWithoutProvider = false
+			c.MinEndpointsPerSlice = 10
 		},
 		WrapTransport: writes.wrap,
 	}))
