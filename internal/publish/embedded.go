@@ -19,6 +19,8 @@ const (
 	formNAT64      = "NAT64 64:ff9b::/96"
 	formNAT64Local = "NAT64 local-use 64:ff9b:1::/48"
 	form6to4       = "6to4 2002::/16"
+	formTeredo     = "Teredo 2001::/32"
+	formISATAP     = "ISATAP interface identifier ::5efe:0:0/96"
 )
 
 // EmbeddedIPv4s returns the IPv4 addresses that the IPv6 address a carries
@@ -38,7 +40,13 @@ const (
 //     A reading of 0.0.0.0 is left out when the other is not: it is the
 //     zero padding of an address in the other layout; the same address
 //     read both ways is given once;
-//   - 6to4 2002::/16 (RFC 3056), bits 16 to 47.
+//   - 6to4 2002::/16 (RFC 3056), bits 16 to 47;
+//   - Teredo 2001::/32 (RFC 4380), read two ways: the client's address,
+//     the last 32 bits inverted (where a relay sends the traffic), and the
+//     server's, bits 32 to 63;
+//   - ISATAP (RFC 5214) in any /64: an interface identifier of
+//     0:5efe or 200:5efe (the universal/local bit set) followed by the
+//     IPv4 address, the last 32 bits.
 //
 // A deny check must judge every reading: an address is unsafe when any of
 // them is. The result is nil for an IPv4 address and for IPv6 addresses in
@@ -68,6 +76,17 @@ func EmbeddedIPv4s(a netip.Addr) []Embedding {
 		return nat64LocalReadings(last32, netip.AddrFrom4([4]byte{b[6], b[7], b[9], b[10]}))
 	case prefix6to4.Contains(a):
 		return []Embedding{{netip.AddrFrom4([4]byte(b[2:6])), form6to4}}
+	case prefixTeredo.Contains(a):
+		client := [4]byte(b[12:16])
+		for i := range client {
+			client[i] ^= 0xff
+		}
+		return []Embedding{
+			{netip.AddrFrom4(client), formTeredo + " (client, last 32 bits inverted)"},
+			{netip.AddrFrom4([4]byte(b[4:8])), formTeredo + " (server, bits 32 to 63)"},
+		}
+	case (b[8] == 0x00 || b[8] == 0x02) && b[9] == 0x00 && b[10] == 0x5e && b[11] == 0xfe:
+		return []Embedding{{last32, formISATAP}}
 	}
 	return nil
 }
@@ -79,6 +98,7 @@ var (
 	prefixNAT64      = netip.MustParsePrefix("64:ff9b::/96")
 	prefixNAT64Local = netip.MustParsePrefix("64:ff9b:1::/48")
 	prefix6to4       = netip.MustParsePrefix("2002::/16")
+	prefixTeredo     = netip.MustParsePrefix("2001::/32")
 )
 
 // nat64LocalReadings are the readings of an address in 64:ff9b:1::/48: its

@@ -39,6 +39,20 @@ func TestEmbeddedIPv4s(t *testing.T) {
 		{"2002:102:304::1", []Embedding{{v4("1.2.3.4"), form6to4}}},
 		{"2002::", []Embedding{{v4("0.0.0.0"), form6to4}}},
 		{"2003:102:304::1", nil},
+		// Teredo: server 65.54.227.120, client 192.0.2.45 stored inverted
+		// (3fff:fdd2), as RFC 4380's example.
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", []Embedding{
+			{v4("192.0.2.45"), formTeredo + " (client, last 32 bits inverted)"},
+			{v4("65.54.227.120"), formTeredo + " (server, bits 32 to 63)"}}},
+		// The metadata address as a Teredo client: 169.254.169.254 inverted.
+		{"2001:0:102:304::5601:5601", []Embedding{
+			{v4("169.254.169.254"), formTeredo + " (client, last 32 bits inverted)"},
+			{v4("1.2.3.4"), formTeredo + " (server, bits 32 to 63)"}}},
+		// The documentation prefix 2001:db8::/32 is not Teredo.
+		{"2001:db8:4136:e378:8000:63bf:3fff:fdd2", nil},
+		{"2001:db8::5efe:169.254.169.254", []Embedding{{v4("169.254.169.254"), formISATAP}}},
+		{"fe80::200:5efe:10.0.0.1", []Embedding{{v4("10.0.0.1"), formISATAP}}},
+		{"2001:db8::100:5efe:10.0.0.1", nil},
 	}
 	for _, c := range cases {
 		got := EmbeddedIPv4s(netip.MustParseAddr(c.addr))

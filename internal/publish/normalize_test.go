@@ -133,7 +133,8 @@ func TestNormalize(t *testing.T) {
 			// takes traffic for them to that IPv4 address.
 			name: "IPv6 embedding a denied IPv4 address dropped naming it",
 			results: one(up("64:ff9b::6464:64c8"), up("64:FF9B::100.100.100.200"), up("64:ff9b:1::6464:64c8"),
-				up("::ffff:0:6464:64c8"), up("::100.100.100.200"), up("2002:6464:64c8::1"), up("64:ff9b::a0a:a0a")),
+				up("::ffff:0:6464:64c8"), up("::100.100.100.200"), up("2002:6464:64c8::1"), up("64:ff9b::a0a:a0a"),
+				up("2001:0:c000:201::9b9b:9b37"), up("2001:db8::5efe:6464:64c8")),
 			prefix: []netip.Prefix{alibaba, ec2v6, netip.MustParsePrefix("10.0.0.0/8")},
 			dropped: []drop{
 				{"s", "64:ff9b::6464:64c8", []string{"embeds IPv4 100.100.100.200 (NAT64 64:ff9b::/96), which is denied: address is inside 100.100.100.200/32"}},
@@ -143,6 +144,9 @@ func TestNormalize(t *testing.T) {
 				{"s", "::100.100.100.200", []string{"embeds IPv4 100.100.100.200 (IPv4-compatible ::/96)"}},
 				{"s", "2002:6464:64c8::1", []string{"embeds IPv4 100.100.100.200 (6to4 2002::/16)"}},
 				{"s", "64:ff9b::a0a:a0a", []string{"embeds IPv4 10.10.10.10", "inside 10.0.0.0/8"}},
+				// Teredo: the client 100.100.100.200, stored inverted.
+				{"s", "2001:0:c000:201::9b9b:9b37", []string{"embeds IPv4 100.100.100.200 (Teredo 2001::/32 (client, last 32 bits inverted))"}},
+				{"s", "2001:db8::5efe:6464:64c8", []string{"embeds IPv4 100.100.100.200 (ISATAP interface identifier ::5efe:0:0/96)"}},
 			},
 		},
 		{
