@@ -105,7 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.Providers.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if err := validateSpec(r.validate, r.kinds(), xb); err != nil {
+	if err := validateSpec(r.validate, r.kinds(), r.Config.ClusterDomain, xb); err != nil {
 		r.Providers.Forget(req.NamespacedName)
 		pass.specErr = err
 		return ctrl.Result{}, nil

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -34,8 +35,10 @@ func newValidator() *validator.Validate {
 }
 
 // validateSpec returns an error naming the field and the fix, or nil;
-// each source is checked by its row of kinds.
-func validateSpec(v *validator.Validate, kinds providers.Kinds, xb *v1alpha1.ExternalBackend) error {
+// each source is checked by its row of kinds, and each DNS name looked up
+// against the cluster's DNS domain (clusterDomain, the controller's
+// --cluster-domain), which the CRD's rules cannot know.
+func validateSpec(v *validator.Validate, kinds providers.Kinds, clusterDomain string, xb *v1alpha1.ExternalBackend) error {
 	rules := specRules{ServiceName: serviceName(xb)}
 	if xb.Spec.DrainPeriod != nil {
 		rules.DrainPeriod = int64(xb.Spec.DrainPeriod.Duration)
@@ -56,6 +59,7 @@ func validateSpec(v *validator.Validate, kinds providers.Kinds, xb *v1alpha1.Ext
 		}
 	}
 	msgs = append(msgs, sourceChecks(kinds, xb)...)
+	msgs = append(msgs, lookupNameChecks(clusterDomain, xb)...)
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -70,6 +74,25 @@ func sourceChecks(kinds providers.Kinds, xb *v1alpha1.ExternalBackend) []string 
 	for _, src := range xb.Spec.Sources {
 		if msg := kinds.Check(src); msg != "" {
 			msgs = append(msgs, msg)
+		}
+	}
+	return msgs
+}
+
+// lookupNameChecks names the DNS sources whose name points back into the
+// cluster under its configured domain: the CRD refuses cluster.local and
+// .svc names, but a cluster with --cluster-domain corp.test would
+// otherwise look up db.payments.svc.corp.test and publish another
+// namespace's Pod addresses.
+func lookupNameChecks(clusterDomain string, xb *v1alpha1.ExternalBackend) []string {
+	var msgs []string
+	for _, src := range xb.Spec.Sources {
+		if src.DNS == nil {
+			continue
+		}
+		name := strings.TrimSuffix(strings.ToLower(src.DNS.Name), ".")
+		if reason := publish.ClusterNameReason(name, clusterDomain); reason != "" {
+			msgs = append(msgs, fmt.Sprintf("spec.sources[%s].dns.name: %q %s; name the outside backend", src.Name, src.DNS.Name, reason))
 		}
 	}
 	return msgs

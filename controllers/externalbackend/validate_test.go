@@ -86,7 +86,7 @@ func TestValidateSpec(t *testing.T) {
 					Sources:     c.sources,
 				},
 			}
-			err := validateSpec(v, providers.BuiltinKinds(), xb)
+			err := validateSpec(v, providers.BuiltinKinds(), "", xb)
 			if c.want == nil {
 				if err != nil {
 					t.Errorf("validateSpec = %v, want nil", err)
@@ -141,5 +141,32 @@ func TestSourceChecksReadTheTable(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("sourceChecks = %q, want %q", got, want)
+	}
+}
+
+// TestLookupNamesUnderTheClusterDomain: a DNS source whose name points back
+// into the cluster under the configured --cluster-domain is invalid, which
+// the CRD's rules (they know only cluster.local) cannot say.
+func TestLookupNamesUnderTheClusterDomain(t *testing.T) {
+	dns := func(name string) *v1alpha1.ExternalBackend {
+		return &v1alpha1.ExternalBackend{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Spec: v1alpha1.ExternalBackendSpec{
+			Sources: []v1alpha1.Source{{Name: "name", DNS: &v1alpha1.DNSSource{Name: name}}}}}
+	}
+	cases := []struct {
+		name, domain string
+		want         string // "" for valid
+	}{
+		{"db.example.com", "corp.test", ""},
+		{"db.payments.svc.corp.test", "corp.test", `spec.sources[name].dns.name: "db.payments.svc.corp.test" is in the cluster's DNS domain corp.test`},
+		{"DB.Payments.svc.Corp.Test.", "corp.test", "cluster's DNS domain corp.test"},
+		{"kube-dns.kube-system", "corp.test", "Service of namespace kube-system"},
+		{"instance-data.ec2.internal", "", "instance metadata service"},
+	}
+	v := newValidator()
+	for _, c := range cases {
+		err := validateSpec(v, providers.BuiltinKinds(), c.domain, dns(c.name))
+		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s under %q: %v, want an error containing %q", c.name, c.domain, err, c.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package publish
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -95,11 +96,20 @@ func numericNameReason(name string) string {
 		"and this is not a valid one; give the IP address or a DNS name"
 }
 
-// clusterName says why name, lower case without the trailing dot, points
-// back into the cluster, or is "" when it does not: it is in the cluster's
-// DNS domain, or ends in a label that Pods' DNS search paths complete into
-// it (kubernetes.default.svc, 10-0-0-1.default.pod).
-func clusterName(name, clusterDomain string) string {
+// ClusterNameReason says why name, lower case without the trailing dot,
+// points back into the cluster, at the host itself or at a cloud metadata
+// service, or is "" when it does not:
+//   - it is in the cluster's DNS domain, or ends in a label that Pods' DNS
+//     search paths complete into it (kubernetes.default.svc,
+//     10-0-0-1.default.pod);
+//   - it is a Service of a namespace every cluster has, as a Pod's search
+//     path completes it (kubernetes.default, kube-dns.kube-system);
+//   - it is localhost or under it, which resolvers answer with loopback
+//     (RFC 6761);
+//   - its first label is instance-data, AWS's name of the instance
+//     metadata service (instance-data.ec2.internal, and
+//     instance-data.<region>.compute.internal).
+func ClusterNameReason(name, clusterDomain string) string {
 	domain := strings.TrimRight(strings.ToLower(strings.TrimSpace(clusterDomain)), ".")
 	if domain == "" {
 		domain = DefaultClusterDomain
@@ -107,10 +117,22 @@ func clusterName(name, clusterDomain string) string {
 	if name == domain || strings.HasSuffix(name, "."+domain) {
 		return fmt.Sprintf("is in the cluster's DNS domain %s: a Service must not point back into the cluster", domain)
 	}
-	last := name[strings.LastIndexByte(name, '.')+1:]
-	if last == "svc" || last == "pod" {
+	labels := strings.Split(name, ".")
+	last := labels[len(labels)-1]
+	switch {
+	case last == "svc" || last == "pod":
 		return fmt.Sprintf("ends in .%s, which Pods' DNS search paths complete to %s.%s, in the cluster's DNS domain: "+
 			"a Service must not point back into the cluster", last, name, domain)
+	case len(labels) == 2 && slices.Contains(everyClustersNamespaces, last):
+		return fmt.Sprintf("is a Service of namespace %s as Pods' DNS search paths complete it (%s.svc.%s): "+
+			"a Service must not point back into the cluster", last, name, domain)
+	case last == "localhost":
+		return "is localhost or under it, which resolvers answer with the host's own loopback address (RFC 6761)"
+	case labels[0] == "instance-data":
+		return "is a name of AWS's instance metadata service (instance-data): a Service must not point at the metadata service"
 	}
 	return ""
 }
+
+// everyClustersNamespaces are the namespaces every Kubernetes cluster has.
+var everyClustersNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}

@@ -2,6 +2,7 @@ package publish
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -66,6 +67,34 @@ func TestLenientIPv4(t *testing.T) {
 		"", ".", "a.1", "0x1g", "1.2.3.4..", "+1", "-1", "0x+1", "1_000"} {
 		if got, valid := lenientIPv4(in); valid {
 			t.Errorf("lenientIPv4(%q) = %v, want no address", in, got)
+		}
+	}
+}
+
+func TestClusterNameReason(t *testing.T) {
+	cases := []struct {
+		name, domain string
+		want         string // a part of the reason; "" for none
+	}{
+		{"db.example.com", "", ""},
+		{"kubernetes.default.svc.cluster.local", "", "cluster's DNS domain cluster.local"},
+		{"db.payments.svc.corp.test", "corp.test", "cluster's DNS domain corp.test"},
+		{"db.payments.svc.corp.test", "", ""},
+		{"kube-dns.kube-system.svc", "", "ends in .svc"},
+		{"10-0-0-1.default.pod", "", "ends in .pod"},
+		{"kubernetes.default", "", "Service of namespace default"},
+		{"kube-dns.kube-system", "corp.test", "(kube-dns.kube-system.svc.corp.test)"},
+		{"default.example.com", "", ""},
+		{"localhost.example.com", "", ""},
+		{"x.localhost", "", "localhost"},
+		{"instance-data.ec2.internal", "", "instance metadata service"},
+		{"instance-data.eu-west-1.compute.internal", "", "instance metadata service"},
+		{"my-instance-data.example.com", "", ""},
+	}
+	for _, c := range cases {
+		got := ClusterNameReason(c.name, c.domain)
+		if (got == "") != (c.want == "") || !strings.Contains(got, c.want) {
+			t.Errorf("ClusterNameReason(%q, %q) = %q, want one naming %q", c.name, c.domain, got, c.want)
 		}
 	}
 }

@@ -271,7 +271,7 @@ func invalidName(name string, pol Policy) string {
 			return fmt.Sprintf("name matches %q, denied by the controller's --denied-names (cloud metadata or cluster names)", d)
 		}
 	}
-	return clusterName(name, pol.ClusterDomain)
+	return ClusterNameReason(name, pol.ClusterDomain)
 }
 
 // endpointPorts are the EndpointSlice ports for the Service's ports. A
