@@ -154,7 +154,8 @@ type HTTPProbe struct {
 
 	// caSecretRef holds the PEM certificates of the CAs that sign the
 	// endpoints' certificates (HTTPS), in a Secret of the controller's own
-	// namespace; the system's roots when unset.
+	// namespace that the platform team offers for probes (the controller's
+	// --probe-ca-secrets); the system's roots when unset.
 	// +optional
 	CASecretRef *SecretKeyReference `json:"caSecretRef,omitempty"`
 

@@ -14,6 +14,10 @@ type Config struct {
 	// MinEndpointsPerSlice is the floor of a slice's size, whatever the
 	// spec says (0: none).
 	MinEndpointsPerSlice int32
+	// ProbeCASecrets are the Secrets of the controller's namespace that a
+	// probe's caSecretRef may name: the namespace is the platform team's,
+	// and a tenant must not pick any Secret of it.
+	ProbeCASecrets []string
 	// NamespaceShare is how many reconciles of one namespace run at once
 	// (0: one less than the workers, so that another namespace always
 	// finds one free).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/connections"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/probe"
 )
@@ -137,7 +139,7 @@ func (r *Reconciler) checkOf(ctx context.Context, xb *v1alpha1.ExternalBackend, 
 		c.StatusCodes = strings.Join(p.HTTP.StatusCodes, ",")
 		c.ServerName = p.HTTP.ServerName
 		if ref := p.HTTP.CASecretRef; ref != nil {
-			ca, err := r.connections.SecretValue(ctx, field+".http.caSecretRef", *ref)
+			ca, err := r.probeCA(ctx, field+".http.caSecretRef", *ref)
 			if err != nil {
 				return c, err
 			}
@@ -157,4 +159,23 @@ func probePort(xb *v1alpha1.ExternalBackend, p *v1alpha1.Probe) int32 {
 	}
 	first := xb.Spec.Service.Ports[0]
 	return ptr.Deref(first.TargetPort, first.Port)
+}
+
+// probeCA reads a probe's CA from a Secret of the controller's namespace
+// that the platform team lets probes use (--probe-ca-secrets). The
+// namespace is the admin's, so a tenant may not pick any Secret of it, and
+// one message answers every failure (not listed, missing, no such key), so
+// that status tells a tenant nothing of which Secrets exist there.
+func (r *Reconciler) probeCA(ctx context.Context, field string, ref v1alpha1.SecretKeyReference) ([]byte, error) {
+	unusable := connections.SecretError{Err: fmt.Errorf(
+		"%s: Secret %q with key %q is not a probe CA this controller offers (the platform team lists them in --probe-ca-secrets, in the controller's namespace); name one of those, or leave caSecretRef out to verify with the system's roots",
+		field, ref.Name, ref.Key)}
+	if !slices.Contains(r.Config.ProbeCASecrets, ref.Name) {
+		return nil, unusable
+	}
+	ca, err := r.connections.SecretValue(ctx, field, ref)
+	if err != nil {
+		return nil, unusable
+	}
+	return ca, nil
 }

@@ -338,3 +338,30 @@ func TestMissingCASecret(t *testing.T) {
 	}
 	framework.WaitStates(t, ns, "svc", states(ready, "a"))
 }
+
+// TestProbeCASecretsAreTheAdminsChoice: a probe's caSecretRef names a
+// Secret of the controller's namespace, which is the platform team's, so a
+// tenant may only name those --probe-ca-secrets lists. A Secret that
+// exists there but is not listed gets exactly the message of one that
+// does not exist: status tells a tenant nothing of the admin's Secrets.
+func TestProbeCASecretsAreTheAdminsChoice(t *testing.T) {
+	ns := framework.Namespace(t)
+	framework.Create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNamespace, Name: "admin-ca"},
+		Data: map[string][]byte{"ca.crt": []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")}})
+	messages := map[string]string{}
+	for _, secret := range []string{"admin-ca", "absent-ca"} {
+		p := &v1alpha1.Probe{HTTP: &v1alpha1.HTTPProbe{Scheme: v1alpha1.HTTPSchemeHTTPS, ServerName: "db.test",
+			CASecretRef: &v1alpha1.SecretKeyReference{Name: secret, Key: "ca.crt"}}}
+		xb := backend(ns, p, "a")
+		xb.Name = secret
+		framework.Create(t, xb)
+		c := waitProbed(t, xb, metav1.ConditionFalse, v1alpha1.ReasonProbeUnavailable)
+		messages[secret] = strings.ReplaceAll(c.Message, secret, "SECRET")
+		if !strings.Contains(c.Message, "--probe-ca-secrets") {
+			t.Errorf("Probed message %q does not name --probe-ca-secrets", c.Message)
+		}
+	}
+	if messages["admin-ca"] != messages["absent-ca"] {
+		t.Errorf("an unlisted Secret that exists says %q, one that does not %q; want one message", messages["admin-ca"], messages["absent-ca"])
+	}
+}
