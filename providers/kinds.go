@@ -1,11 +1,13 @@
 package providers
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"path"
+	"strings"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 )
@@ -75,9 +77,14 @@ type Denial struct {
 	Message string
 }
 
-// RuleAllowedServices refuses a Consul service outside a provider's
-// spec.consul.allowedServices.
-const RuleAllowedServices = "AllowedServices"
+// Rules of the consul row: a source reading outside what the provider's
+// spec.consul.allowed* globs let it read.
+const (
+	RuleAllowedServices    = "AllowedServices"
+	RuleAllowedDatacenters = "AllowedDatacenters"
+	RuleAllowedNamespaces  = "AllowedNamespaces"
+	RuleAllowedPartitions  = "AllowedPartitions"
+)
 
 // Kinds is a table of source kinds, in the order their Of functions are asked.
 type Kinds []SourceKind
@@ -97,7 +104,7 @@ func BuiltinKinds() Kinds {
 		{Kind: KindStatic, Of: func(s v1alpha1.Source) bool { return s.Static != nil }, Provider: static},
 		{Kind: KindDNS, Of: func(s v1alpha1.Source) bool { return s.DNS != nil }, Provider: dns},
 		{Kind: KindConsul, Of: func(s v1alpha1.Source) bool { return s.Consul != nil }, Provider: consul,
-			Admit: admitConsulService},
+			Admit: admitConsul},
 		{Kind: KindAWSRDS, Of: func(s v1alpha1.Source) bool { return s.AWSRDS != nil }, Provider: aws,
 			Check: checkRDSSelects},
 		{Kind: KindAWSEC2, Of: func(s v1alpha1.Source) bool { return s.AWSEC2 != nil }, Provider: aws,
@@ -268,28 +275,46 @@ func connectAWS(_ context.Context, bp *v1alpha1.BackendProvider, _ SecretReader)
 	return conn, nil
 }
 
-// admitConsulService refuses a service outside the provider's
-// allowedServices.
-func admitConsulService(p *v1alpha1.BackendProvider, src v1alpha1.Source) *Denial {
-	c := p.Spec.Consul
-	if ServiceAllowed(c.AllowedServices, src.Consul.Service) {
-		return nil
+// admitConsul refuses a source that reads a service, datacenter, namespace
+// or partition outside the provider's allowed* globs: the token reads for
+// every namespace the provider admits, so the platform team narrows what
+// any of them may ask of it.
+func admitConsul(p *v1alpha1.BackendProvider, src v1alpha1.Source) *Denial {
+	c, s := p.Spec.Consul, src.Consul
+	checks := []struct {
+		rule, field, what string
+		globs             []string
+		value             string
+	}{
+		{RuleAllowedServices, "service", "services", c.AllowedServices, s.Service},
+		// An empty datacenter is the provider's, else the agent's own,
+		// which the platform team chose when it named the agent.
+		{RuleAllowedDatacenters, "datacenter", "datacenters", c.AllowedDatacenters, cmp.Or(s.Datacenter, c.Datacenter)},
+		{RuleAllowedNamespaces, "namespace", "namespaces", c.AllowedNamespaces, cmp.Or(s.Namespace, "default")},
+		{RuleAllowedPartitions, "partition", "partitions", c.AllowedPartitions, cmp.Or(s.Partition, "default")},
 	}
-	return &Denial{Rule: RuleAllowedServices, Message: fmt.Sprintf(
-		"spec.sources[%s].consul.service: %q is not among the services BackendProvider %q serves (spec.consul.allowedServices %v)",
-		src.Name, src.Consul.Service, p.Name, c.AllowedServices)}
+	for _, k := range checks {
+		if k.value == "" || GlobsAllow(k.globs, k.value) {
+			continue
+		}
+		return &Denial{Rule: k.rule, Message: fmt.Sprintf(
+			"spec.sources[%s].consul.%s: %q is not among the %s BackendProvider %q serves (spec.consul.allowed%s %v)",
+			src.Name, k.field, k.value, k.what, p.Name, strings.ToUpper(k.what[:1])+k.what[1:], k.globs)}
+	}
+	return nil
 }
 
-// ServiceAllowed tells whether a Consul service matches one of the globs
-// (path.Match syntax: * and ?); no globs allow every service.
-func ServiceAllowed(globs []string, service string) bool {
+// GlobsAllow tells whether a value (a Consul service, datacenter,
+// namespace or partition) matches one of the globs (path.Match syntax: *
+// and ?); no globs allow every value.
+func GlobsAllow(globs []string, value string) bool {
 	if len(globs) == 0 {
 		return true
 	}
 	for _, g := range globs {
 		// A glob admission let through is well formed; a malformed one
 		// matches nothing.
-		if ok, _ := path.Match(g, service); ok {
+		if ok, _ := path.Match(g, value); ok {
 			return true
 		}
 	}

@@ -172,7 +172,46 @@ func TestConsulAdmission(t *testing.T) {
 	}
 }
 
-func TestServiceAllowed(t *testing.T) {
+// TestConsulScopeAdmission: a provider pins the datacenters, namespaces
+// and partitions sources may read through its token, not only the service.
+func TestConsulScopeAdmission(t *testing.T) {
+	consul := providers.BuiltinKinds().Of(v1alpha1.Source{Consul: &v1alpha1.ConsulSource{}})
+	p := backendProvider("consul-eu", 1, v1alpha1.BackendProviderSpec{Consul: &v1alpha1.ConsulProvider{
+		Datacenter: "eu-1", AllowedDatacenters: []string{"eu-*"}, AllowedNamespaces: []string{"default", "team-a"},
+		AllowedPartitions: []string{"default"}}})
+	cases := []struct {
+		name     string
+		src      v1alpha1.ConsulSource
+		rule     string // "" for admitted
+		contains string
+	}{
+		{name: "the provider's datacenter by default", src: v1alpha1.ConsulSource{Service: "db"}},
+		{name: "an allowed datacenter", src: v1alpha1.ConsulSource{Service: "db", Datacenter: "eu-2", Namespace: "team-a"}},
+		{name: "another datacenter", src: v1alpha1.ConsulSource{Service: "db", Datacenter: "us-1"}, rule: providers.RuleAllowedDatacenters,
+			contains: `spec.sources[s].consul.datacenter: "us-1" is not among the datacenters BackendProvider "consul-eu" serves (spec.consul.allowedDatacenters [eu-*])`},
+		{name: "another namespace", src: v1alpha1.ConsulSource{Service: "db", Namespace: "team-b"}, rule: providers.RuleAllowedNamespaces,
+			contains: `spec.sources[s].consul.namespace: "team-b" is not among the namespaces BackendProvider "consul-eu" serves (spec.consul.allowedNamespaces [default team-a])`},
+		{name: "another partition", src: v1alpha1.ConsulSource{Service: "db", Partition: "finance"}, rule: providers.RuleAllowedPartitions,
+			contains: `spec.consul.allowedPartitions [default]`},
+	}
+	for _, c := range cases {
+		src := c.src
+		d := consul.Admit(p, v1alpha1.Source{Name: "s", Consul: &src})
+		switch {
+		case c.rule == "" && d != nil:
+			t.Errorf("%s: refused: %+v", c.name, d)
+		case c.rule != "" && (d == nil || d.Rule != c.rule || !strings.Contains(d.Message, c.contains)):
+			t.Errorf("%s: %+v, want rule %s saying %q", c.name, d, c.rule, c.contains)
+		}
+	}
+	// A provider without the lists lets every scope through, as before.
+	open := backendProvider("consul-any", 1, v1alpha1.BackendProviderSpec{Consul: &v1alpha1.ConsulProvider{}})
+	if d := consul.Admit(open, v1alpha1.Source{Name: "s", Consul: &v1alpha1.ConsulSource{Service: "db", Datacenter: "us-1", Namespace: "x", Partition: "y"}}); d != nil {
+		t.Errorf("a provider without allowed* lists refused: %+v", d)
+	}
+}
+
+func TestGlobsAllow(t *testing.T) {
 	for _, c := range []struct {
 		globs   []string
 		service string
@@ -186,8 +225,8 @@ func TestServiceAllowed(t *testing.T) {
 		{[]string{"db?"}, "db12", false},
 		{[]string{"[bad"}, "[bad", false},
 	} {
-		if got := providers.ServiceAllowed(c.globs, c.service); got != c.want {
-			t.Errorf("ServiceAllowed(%q, %q) = %v, want %v", c.globs, c.service, got, c.want)
+		if got := providers.GlobsAllow(c.globs, c.service); got != c.want {
+			t.Errorf("GlobsAllow(%q, %q) = %v, want %v", c.globs, c.service, got, c.want)
 		}
 	}
 }

@@ -130,6 +130,37 @@ type ConsulProvider struct {
 	// +kubebuilder:validation:items:MaxLength=128
 	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9_.*?-]+$`
 	AllowedServices []string `json:"allowedServices,omitempty"`
+
+	// allowedDatacenters are globs of the datacenters sources may query
+	// through this provider (a source naming none queries spec.datacenter,
+	// else the agent's own, which is always allowed). Unset allows every
+	// datacenter the token can read.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9_*?-]+$`
+	AllowedDatacenters []string `json:"allowedDatacenters,omitempty"`
+
+	// allowedNamespaces are globs of the Consul Enterprise namespaces
+	// sources may read through this provider ("default" where a source
+	// names none). Unset allows every namespace the token can read.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9_*?-]+$`
+	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
+
+	// allowedPartitions are globs of the Consul Enterprise admin
+	// partitions sources may read through this provider ("default" where a
+	// source names none). Unset allows every partition the token can read.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9_*?-]+$`
+	AllowedPartitions []string `json:"allowedPartitions,omitempty"`
 }
 
 // ConsulTLS verifies a Consul agent's certificate.

@@ -125,6 +125,38 @@ func TestRevocation(t *testing.T) {
 		}
 	})
 
+	t.Run("datacenter-narrowed", func(t *testing.T) {
+		t.Parallel()
+		// The provider pins the datacenters its token may be asked about:
+		// a source of the same service in its datacenter is withdrawn at
+		// once when the platform team narrows allowedDatacenters, and asks
+		// Consul nothing more.
+		ns := newNamespace(t, "dc-narrowed", nil)
+		service := "orders-" + ns
+		proxy := consultest.NewProxy(t, east.Addr)
+		secret := uniqueName(ns, "token")
+		putSecret(t, secret, "token", readToken(t, east).Secret)
+		register(t, east, consultest.Service{ID: service + "-1", Name: service, Address: "203.0.113.81"})
+		bp := uniqueName(ns, "consul")
+		createProvider(t, bp, admits("", ns), consulSpec(proxy.Addr, "east", secret, "orders-*"))
+		xb := backend(ns, "db", drainHour, consulSource(bp, service))
+		framework.Create(t, xb)
+		waitStates(t, ns, "db", statesOf(ready, "203.0.113.81"))
+		framework.WaitReady(t, xb)
+
+		start := time.Now()
+		editProvider(t, bp, func(p *v1alpha1.BackendProvider) { p.Spec.Consul.AllowedDatacenters = []string{"west"} })
+		withdrawn(t, start, ns, "db", map[string]string{})
+		waitRefused(t, xb, fmt.Sprintf("spec.sources[catalog].consul.datacenter: %q is not among the datacenters BackendProvider %q serves", "east", bp),
+			"spec.consul.allowedDatacenters [west]")
+		asked := queriesOf(proxy, service)
+		register(t, east, consultest.Service{ID: service + "-2", Name: service, Address: "203.0.113.82"})
+		time.Sleep(time.Second)
+		if n := queriesOf(proxy, service) - asked; n != 0 {
+			t.Errorf("the refused source's service was queried %d time(s) after its refusal", n)
+		}
+	})
+
 	t.Run("provider-deleted-while-draining", func(t *testing.T) {
 		t.Parallel()
 		// An endpoint that left the source earlier and drains came through
