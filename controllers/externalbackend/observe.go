@@ -45,8 +45,16 @@ func (r *Reconciler) observe(ctx context.Context, xb *v1alpha1.ExternalBackend) 
 	if err := r.List(ctx, &list, client.InNamespace(xb.Namespace), client.MatchingFields{BackendIndex: xb.Name}); err != nil {
 		return seen, readFailed("listing EndpointSlices of Service "+name, err)
 	}
+	// Slices of the Service, and ours that lost its label (kube-proxy no
+	// longer reads them, but they are the Service's: relabelled by the
+	// plan rather than left until the Service goes).
 	of := slices.DeleteFunc(list.Items, func(s discoveryv1.EndpointSlice) bool {
-		return s.Labels[discoveryv1.LabelServiceName] != name
+		svc, labelled := s.Labels[discoveryv1.LabelServiceName]
+		if !labelled {
+			ref := metav1.GetControllerOf(&s)
+			return ref == nil || ref.Kind != "Service" || ref.Name != name
+		}
+		return svc != name
 	})
 	seen.slices, seen.taken = ownedBy(of, name, seen.service)
 	net, err := r.families.read(ctx)

@@ -83,6 +83,22 @@ func TestTamperingRepaired(t *testing.T) {
 		}
 		expectQuiet(t, xb)
 	})
+	t.Run("slice service-name label stripped", func(t *testing.T) {
+		// Without the label kube-proxy no longer reads the slice, but it is
+		// still ours (our Service controls it): it is relabelled, not left
+		// until the Service goes.
+		stripped := slice(t).Name
+		framework.Edit(t, slice(t), func(s *discoveryv1.EndpointSlice) { delete(s.Labels, discoveryv1.LabelServiceName) })
+		eventually(t, timeout, "slice relabelled", func() error {
+			sl := ourSlices(t, ns, "db")
+			if len(sl) != 1 || sl[0].Name != stripped {
+				return fmt.Errorf("%d slices of ours carry the service-name label, want %s", len(sl), stripped)
+			}
+			return nil
+		})
+		grow(t)
+		expectQuiet(t, xb)
+	})
 	t.Run("slice managed-by label stripped", func(t *testing.T) {
 		framework.Edit(t, slice(t), func(s *discoveryv1.EndpointSlice) { delete(s.Labels, discoveryv1.LabelManagedBy) })
 		eventually(t, timeout, "slice relabelled", func() error {
