@@ -77,20 +77,11 @@ func sourceHash(src v1alpha1.Source) uint64 {
 	return h.Sum64()
 }
 
-// resolveSources asks every admitted source for its endpoints (admissions come
-// from admit), all at once so that slow sources cost the time of the
-// slowest, not their sum. A failing source does not stop the others: it
-// keeps its last answer for the same spec. A refused source is asked
-// nothing, and what it published is withdrawn.
-func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBackend, admissions []sourceAdmission) resolved {
-	key := client.ObjectKeyFromObject(xb)
-	var previous map[string]lastAnswer
-	r.state.lookup(key, func(b *backendState) { previous = b.answers })
-	type reply struct {
-		res providers.Result
-		err error
-	}
-	replies := make([]reply, len(xb.Spec.Sources))
+// ask resolves every source that admissions let through, at once, and
+// returns each source's reply (a refused or unusable one's says why) and
+// the admitted sources.
+func (r *Reconciler) ask(ctx context.Context, xb *v1alpha1.ExternalBackend, admissions []sourceAdmission) ([]sourceReply, []v1alpha1.Source) {
+	replies := make([]sourceReply, len(xb.Spec.Sources))
 	var wg sync.WaitGroup
 	var admitted []v1alpha1.Source
 	for i, src := range xb.Spec.Sources {
@@ -113,11 +104,29 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 			res, err := r.Providers.Resolve(rctx, providers.Request{
 				Namespace: xb.Namespace, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes, Connection: adm.conn,
 			})
-			replies[i] = reply{res, err}
+			replies[i] = sourceReply{res, err}
 		})
 	}
 	wg.Wait()
+	return replies, admitted
+}
 
+// sourceReply is what one source's provider answered.
+type sourceReply struct {
+	res providers.Result
+	err error
+}
+
+// resolveSources asks every admitted source for its endpoints (admissions come
+// from admit), all at once so that slow sources cost the time of the
+// slowest, not their sum. A failing source does not stop the others: it
+// keeps its last answer for the same spec. A refused source is asked
+// nothing, and what it published is withdrawn.
+func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBackend, admissions []sourceAdmission) resolved {
+	key := client.ObjectKeyFromObject(xb)
+	var previous map[string]lastAnswer
+	r.state.lookup(key, func(b *backendState) { previous = b.answers })
+	replies, admitted := r.ask(ctx, xb, admissions)
 	out := resolved{withdrawn: sets.New[string](), admissions: admissions}
 	answers := make(map[string]lastAnswer, len(xb.Spec.Sources))
 	for i, src := range xb.Spec.Sources {
