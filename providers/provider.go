@@ -115,6 +115,10 @@ type Result struct {
 	// RefreshAfter is when the provider wants to be asked again; zero means
 	// the answer holds until the spec changes (or a watch says otherwise).
 	RefreshAfter time.Duration
+	// Limit, when set, says which limit of the provider's cut the answer
+	// short (field, what was left out, the flag): the controller shows it
+	// on status.
+	Limit string
 }
 
 // Provider resolves one kind of source. Implementations are read-only and

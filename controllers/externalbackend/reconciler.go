@@ -147,7 +147,7 @@ func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) pas
 		return passResult{syncErr: err}
 	}
 	res := r.resolveSources(ctx, xb, admissions)
-	pass := passResult{results: res.results, requeueAfter: res.refreshAfter}
+	pass := passResult{results: res.results, requeueAfter: res.refreshAfter, limits: res.limits}
 	seen, err := r.observe(ctx, xb)
 	if err != nil {
 		pass.syncErr = err

@@ -48,6 +48,8 @@ type resolved struct {
 	withdrawn sets.Set[string]
 	// admissions are what admission decided for each source.
 	admissions []sourceAdmission
+	// limits name the providers' limits that cut an answer short.
+	limits []string
 }
 
 // mayPublish tells whether some source that admission lets publish may
@@ -165,6 +167,9 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 				result.Endpoints, result.Held = last.endpoints, true
 			}
 			answers[src.Name] = last
+		}
+		if res.Limit != "" {
+			out.limits = append(out.limits, res.Limit)
 		}
 		if err == nil || providers.AsError(err).Gone {
 			// A gone backend may come back: look again when the provider says.

@@ -20,6 +20,7 @@ type scripted struct {
 	mu      sync.Mutex
 	err     error
 	eps     []providers.Endpoint
+	limit   string
 	block   bool
 	running int
 	most    int
@@ -31,14 +32,14 @@ func (s *scripted) Resolve(ctx context.Context, _ providers.Request) (providers.
 	s.mu.Lock()
 	s.running++
 	s.most = max(s.most, s.running)
-	block, err, eps := s.block, s.err, s.eps
+	block, err, eps, limit := s.block, s.err, s.eps, s.limit
 	s.mu.Unlock()
 	defer func() { s.mu.Lock(); s.running--; s.mu.Unlock() }()
 	if block {
 		<-ctx.Done()
 		return providers.Result{}, providers.Transient(ctx.Err())
 	}
-	return providers.Result{Endpoints: eps}, err
+	return providers.Result{Endpoints: eps, Limit: limit}, err
 }
 
 // newResolver is a reconciler with only what resolveSources uses.
@@ -179,5 +180,17 @@ func TestResolveRefusedSourceIsWithdrawn(t *testing.T) {
 	}
 	if res := r.resolveSources(context.Background(), xb, admitted(xb)); res.results[0].Err != nil || len(res.results[0].Endpoints) != 1 {
 		t.Errorf("admitted again: %+v", res)
+	}
+}
+
+// TestResolveCollectsLimits: a provider's note that a limit cut its answer
+// short reaches the pass, which puts it on the Synced condition.
+func TestResolveCollectsLimits(t *testing.T) {
+	p := &scripted{eps: []providers.Endpoint{{Address: "192.0.2.1"}}, limit: "spec.sources[x].dns.name: 2000 addresses answered, the first 1000 published"}
+	r := newResolver(t, p)
+	xb := staticXB("192.0.2.1")
+	res := r.resolveSources(context.Background(), xb, admitted(xb))
+	if len(res.limits) != 1 || res.limits[0] != p.limit {
+		t.Errorf("limits %q, want the provider's %q", res.limits, p.limit)
 	}
 }

@@ -38,8 +38,9 @@ type passResult struct {
 	// requeueAfter is when a provider, a drain or the coalescing window
 	// wants another look.
 	requeueAfter time.Duration
-	// limits name the controller's limits this pass applied to the spec
-	// (a slice size raised to the floor), for the Synced message.
+	// limits name the controller's limits this pass applied (a slice size
+	// raised to the floor, a provider's answer cut short), for the Synced
+	// message.
 	limits []string
 }
 

@@ -30,6 +30,7 @@
 package dns
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,10 @@ const (
 	// DefaultMaxRefresh is the longest time between lookups of a name
 	// where the spec sets no maxRefresh.
 	DefaultMaxRefresh = 5 * time.Minute
+	// DefaultMaxRecords bounds the addresses taken from one name's answers:
+	// a name that rotates thousands of records would otherwise cost as
+	// many endpoints, and the writes of every change to them.
+	DefaultMaxRecords = 1000
 )
 
 // Options configure the dns provider. Zero fields take the defaults above.
@@ -76,6 +81,9 @@ type Options struct {
 	// MinRefresh and MaxRefresh clamp the answer's TTL into the time until
 	// the name is looked up again, where the spec sets no bound.
 	MinRefresh, MaxRefresh time.Duration
+	// MaxRecords bounds the addresses taken from one name (A and AAAA
+	// together); zero means DefaultMaxRecords.
+	MaxRecords int
 }
 
 // BindFlags registers the --dns-* flags of the controller on fs.
@@ -88,6 +96,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"shortest time between lookups of a DNS name, whatever its TTL or the spec says")
 	fs.DurationVar(&o.MaxRefresh, "dns-max-refresh", DefaultMaxRefresh,
 		"longest time between lookups of a DNS name, whatever its TTL, where the spec sets no maxRefresh")
+	fs.IntVar(&o.MaxRecords, "dns-max-records", DefaultMaxRecords,
+		"most addresses taken from one DNS name's answers (A and AAAA together); past it the first in sorted order are published and the Synced condition says so")
 }
 
 // Provider resolves dns sources. It keeps no state between calls: each
@@ -99,6 +109,7 @@ type Provider struct {
 	queryTimeout time.Duration
 	minRefresh   time.Duration
 	maxRefresh   time.Duration
+	maxRecords   int
 	udp, tcp     *mdns.Client
 }
 
@@ -109,8 +120,11 @@ func New(opts Options) (*Provider, error) {
 		queryTimeout: orDefault(opts.QueryTimeout, DefaultQueryTimeout),
 		minRefresh:   orDefault(opts.MinRefresh, DefaultMinRefresh),
 		maxRefresh:   orDefault(opts.MaxRefresh, DefaultMaxRefresh),
+		maxRecords:   cmp.Or(opts.MaxRecords, DefaultMaxRecords),
 	}
 	switch {
+	case p.maxRecords < 1:
+		return nil, fmt.Errorf("--dns-max-records=%d: must be at least 1", p.maxRecords)
 	case p.queryTimeout < 0:
 		return nil, fmt.Errorf("--dns-query-timeout=%s: must be positive", p.queryTimeout)
 	case p.minRefresh < 0:
@@ -284,10 +298,19 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 		ttl.merge(a.ttl)
 	}
 	slices.Sort(addrs)
-	for _, a := range slices.Compact(addrs) {
+	addrs = slices.Compact(addrs)
+	var limit string
+	if len(addrs) > p.maxRecords {
+		// The first in sorted order, so that the same answer publishes
+		// the same ones, and a rotation among the rest writes nothing.
+		limit = fmt.Sprintf("%s.name: %d addresses answered, the first %d published (the controller's --dns-max-records)",
+			field, len(addrs), p.maxRecords)
+		addrs = addrs[:p.maxRecords]
+	}
+	for _, a := range addrs {
 		eps = append(eps, providers.Endpoint{Address: a, Serving: true})
 	}
-	return providers.Result{Endpoints: eps, RefreshAfter: ttl.refresh(lo, hi)}, nil
+	return providers.Result{Endpoints: eps, RefreshAfter: ttl.refresh(lo, hi), Limit: limit}, nil
 }
 
 // refreshBounds are the shortest and longest times until the next lookup:

@@ -594,19 +594,55 @@ func TestBindFlags(t *testing.T) {
 	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
 	opts.BindFlags(fs)
 	if opts.QueryTimeout != dns.DefaultQueryTimeout || opts.MinRefresh != dns.DefaultMinRefresh ||
-		opts.MaxRefresh != dns.DefaultMaxRefresh || len(opts.Resolvers) != 0 {
+		opts.MaxRefresh != dns.DefaultMaxRefresh || opts.MaxRecords != dns.DefaultMaxRecords || len(opts.Resolvers) != 0 {
 		t.Errorf("defaults: %+v", opts)
 	}
 	if err := fs.Parse([]string{"--dns-resolvers=10.0.0.1:53,[2001:db8::53]:5353", "--dns-query-timeout=1s",
-		"--dns-min-refresh=2s", "--dns-max-refresh=1h"}); err != nil {
+		"--dns-min-refresh=2s", "--dns-max-refresh=1h", "--dns-max-records=50"}); err != nil {
 		t.Fatal(err)
 	}
 	want := dns.Options{Resolvers: []string{"10.0.0.1:53", "[2001:db8::53]:5353"}, QueryTimeout: time.Second,
-		MinRefresh: 2 * time.Second, MaxRefresh: time.Hour}
+		MinRefresh: 2 * time.Second, MaxRefresh: time.Hour, MaxRecords: 50}
 	if !reflect.DeepEqual(opts, want) {
 		t.Errorf("parsed %+v, want %+v", opts, want)
 	}
 	if _, err := dns.New(opts); err != nil {
 		t.Errorf("New with the parsed flags: %v", err)
+	}
+}
+
+// TestMaxRecords: a name answering more addresses than --dns-max-records
+// publishes the first ones in sorted order, the same at every lookup, and the result
+// names the limit, which the controller shows on status. The answer is
+// large enough to come over TCP, as a real flood would.
+func TestMaxRecords(t *testing.T) {
+	s := startServer(t)
+	s.Set("flood."+zone, mdns.TypeA, 60, manyA(200)...)
+	opts := testOptions(s)
+	opts.MaxRecords = 50
+	p := newProvider(t, opts)
+	req := providertest.NewRequest(source("flood", "flood."+zone))
+	req.AddressTypes = []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4}
+	for range 2 {
+		res, err := p.Resolve(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := manyA(200)
+		slices.Sort(all)
+		var got []string
+		for _, e := range res.Endpoints {
+			got = append(got, e.Address)
+		}
+		if !slices.Equal(got, all[:50]) {
+			t.Fatalf("published %v, want the first 50 in sorted order %v", got, all[:50])
+		}
+		want := "spec.sources[flood].dns.name: 200 addresses answered, the first 50 published (the controller's --dns-max-records)"
+		if res.Limit != want {
+			t.Errorf("Limit = %q, want %q", res.Limit, want)
+		}
+	}
+	if _, err := dns.New(dns.Options{MaxRecords: -1}); err == nil || !strings.Contains(err.Error(), "--dns-max-records=-1") {
+		t.Errorf("New with MaxRecords -1: %v, want an error naming --dns-max-records", err)
 	}
 }
