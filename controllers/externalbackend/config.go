@@ -14,6 +14,9 @@ type Config struct {
 	// MinEndpointsPerSlice is the floor of a slice's size, whatever the
 	// spec says (0: none).
 	MinEndpointsPerSlice int32
+	// MaxProbeTargets bounds the endpoints of one backend that are probed
+	// (0: no bound).
+	MaxProbeTargets int
 	// ProbeCASecrets are the Secrets of the controller's namespace that a
 	// probe's caSecretRef may name: the namespace is the platform team's,
 	// and a tenant must not pick any Secret of it.

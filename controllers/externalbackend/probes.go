@@ -34,6 +34,9 @@ type probeOutcome struct {
 	// err says why a source's probe cannot run (its CA Secret); that
 	// source's endpoints are published as it says.
 	err error
+	// limit names the probe targets past --max-probe-targets-per-backend,
+	// published as their sources say.
+	limit string
 }
 
 // applyProbes asks the prober to check the endpoints of probed sources and
@@ -89,15 +92,26 @@ func (r *Reconciler) applyProbes(ctx context.Context, xb *v1alpha1.ExternalBacke
 	}
 	var targets []probe.Target
 	verdicts := make([]publish.ProbeVerdict, len(eps))
+	unprobed := 0
 	for i, e := range eps {
 		sp, ok := probes[sourceOf[e.Address]]
 		if !ok || e.AddressType == discoveryv1.AddressTypeFQDN {
+			continue
+		}
+		if most := r.Config.MaxProbeTargets; most > 0 && len(targets) >= most {
+			// One backend's probes share the prober with every other
+			// tenant's: past its bound, endpoints go unprobed.
+			unprobed++
 			continue
 		}
 		t := probe.Target{Address: e.Address, Check: sp.check}
 		targets = append(targets, t)
 		passing, _ := r.Prober.Verdict(t)
 		verdicts[i] = publish.ProbeVerdict{Probed: true, Passing: passing, FailOpen: sp.failOpen}
+	}
+	if unprobed > 0 {
+		out.limit = fmt.Sprintf("%d endpoint(s) past the controller's limit of %d probe targets per backend (--max-probe-targets-per-backend) are not probed and are published as their sources say",
+			unprobed, r.Config.MaxProbeTargets)
 	}
 	r.Prober.Sync(key, targets)
 	eps, out.ProbeOutcome = publish.ApplyProbes(eps, verdicts)

@@ -4,95 +4,60 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/config/crd"
+	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/probe"
+	"github.com/backendslice/backendslice/providers"
 )
 
-// TestCheckOfDefaults: a probe without the API server's defaulting gets
-// the API's defaults; set fields are kept.
-func TestCheckOfDefaults(t *testing.T) {
-	xb := stepBackend(2)
-	for _, c := range []struct {
-		name  string
-		probe v1alpha1.Probe
-		want  probe.Check
-	}{
-		{"tcp, nothing set", v1alpha1.Probe{TCP: &v1alpha1.TCPProbe{}},
-			probe.Check{Kind: probe.TCP, Port: 5432, Period: 10 * time.Second, Timeout: time.Second,
-				SuccessThreshold: 1, FailureThreshold: 3, InitialReady: true}},
-		{"http, nothing set", v1alpha1.Probe{HTTP: &v1alpha1.HTTPProbe{}},
-			probe.Check{Kind: probe.HTTP, Port: 5432, Path: "/", Period: 10 * time.Second, Timeout: time.Second,
-				SuccessThreshold: 1, FailureThreshold: 3, InitialReady: true}},
-		{"everything set", v1alpha1.Probe{
-			HTTP: &v1alpha1.HTTPProbe{Scheme: v1alpha1.HTTPSchemeHTTPS, Path: "/health", StatusCodes: []string{"200", "204"}, ServerName: "db.example.com"},
-			Port: ptr.To[int32](8080), Period: &metav1.Duration{Duration: 5 * time.Second}, Timeout: &metav1.Duration{Duration: 2 * time.Second},
-			SuccessThreshold: 2, FailureThreshold: 5, InitialState: v1alpha1.ProbeStateNotReady,
-		}, probe.Check{Kind: probe.HTTPS, Port: 8080, Path: "/health", StatusCodes: "200,204", ServerName: "db.example.com",
-			Period: 5 * time.Second, Timeout: 2 * time.Second, SuccessThreshold: 2, FailureThreshold: 5}},
-		{"a short period without a timeout: half the period", v1alpha1.Probe{TCP: &v1alpha1.TCPProbe{}, Period: &metav1.Duration{Duration: time.Second}},
-			probe.Check{Kind: probe.TCP, Port: 5432, Period: time.Second, Timeout: 500 * time.Millisecond,
-				SuccessThreshold: 1, FailureThreshold: 3, InitialReady: true}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := (&Reconciler{}).checkOf(context.Background(), xb, "spec.probe", &c.probe)
-			if err != nil || got != c.want {
-				t.Errorf("checkOf = %+v, %v\nwant %+v", got, err, c.want)
-			}
-		})
-	}
-}
+// recordingProber is a prober whose every target fails, and which keeps
+// the targets it was last given.
+type recordingProber struct{ targets []probe.Target }
 
-// TestProbeDefaultsMatchTheCRD: the defaults the API server applies (the
-// +kubebuilder:default markers, as generated into the CRD) are the ones
-// the controller applies, for spec.probe and each source's probe alike.
-func TestProbeDefaultsMatchTheCRD(t *testing.T) {
-	var def apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(crd.ExternalBackendYAML, &def); err != nil {
-		t.Fatal(err)
+func (p *recordingProber) Sync(_ types.NamespacedName, targets []probe.Target) { p.targets = targets }
+func (p *recordingProber) Verdict(probe.Target) (bool, bool)                   { return false, true }
+
+// TestProbeTargetsPerBackendBounded: past --max-probe-targets-per-backend a
+// backend's endpoints go unprobed (published as their sources say), and the
+// Probed condition names the limit.
+func TestProbeTargetsPerBackendBounded(t *testing.T) {
+	prober := &recordingProber{}
+	r := &Reconciler{Prober: prober, Config: Config{MaxProbeTargets: 2}}
+	addrs := []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"}
+	xb := staticXB()
+	xb.Spec.Probe = &v1alpha1.Probe{FailOpen: ptr.To(false)}
+	xb.Spec.Service.Ports = []v1alpha1.ServicePort{{Name: "tcp", Port: 5432}}
+	var eps []publish.Endpoint
+	var found []providers.Endpoint
+	for _, a := range addrs {
+		eps = append(eps, publish.Endpoint{AddressType: discoveryv1.AddressTypeIPv4, Address: a, Serving: true})
+		found = append(found, providers.Endpoint{Address: a, Serving: true})
 	}
-	spec := def.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
-	for field, schema := range map[string]apiextensionsv1.JSONSchemaProps{
-		"spec.probe":           spec.Properties["probe"],
-		"spec.sources[].probe": spec.Properties["sources"].Items.Schema.Properties["probe"],
-	} {
-		http := schema.Properties["http"]
-		for _, c := range []struct {
-			path string
-			got  *apiextensionsv1.JSON
-			want any
-		}{
-			{"period", schema.Properties["period"].Default, metav1.Duration{Duration: v1alpha1.DefaultProbePeriod}},
-			{"timeout", schema.Properties["timeout"].Default, metav1.Duration{Duration: v1alpha1.DefaultProbeTimeout}},
-			{"successThreshold", schema.Properties["successThreshold"].Default, v1alpha1.DefaultProbeSuccessThreshold},
-			{"failureThreshold", schema.Properties["failureThreshold"].Default, v1alpha1.DefaultProbeFailureThreshold},
-			{"initialState", schema.Properties["initialState"].Default, v1alpha1.DefaultProbeInitialState},
-			{"failOpen", schema.Properties["failOpen"].Default, v1alpha1.DefaultProbeFailOpen},
-			{"http.scheme", http.Properties["scheme"].Default, v1alpha1.DefaultHTTPProbeScheme},
-			{"http.path", http.Properties["path"].Default, v1alpha1.DefaultHTTPProbePath},
-		} {
-			want, err := yaml.Marshal(c.want)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.got == nil {
-				t.Errorf("%s.%s: no default in the CRD, want %s", field, c.path, want)
-				continue
-			}
-			if got, err := yaml.JSONToYAML(c.got.Raw); err != nil || string(got) != string(want) {
-				t.Errorf("%s.%s: the CRD defaults to %s, the controller to %s (%v)", field, c.path,
-					strings.TrimSpace(string(got)), strings.TrimSpace(string(want)), err)
-			}
+	xb.Spec.Sources = []v1alpha1.Source{{Name: "vms", Static: &v1alpha1.StaticSource{}}}
+	res := resolved{results: []publish.SourceResult{{Name: "vms", Endpoints: found}}}
+	got, out := r.applyProbes(context.Background(), xb, res, eps)
+	if len(prober.targets) != 2 {
+		t.Fatalf("%d targets probed, want the limit, 2", len(prober.targets))
+	}
+	ready := 0
+	for _, e := range got {
+		if e.Serving {
+			ready++
 		}
-		if d := http.Properties["statusCodes"].Description; !strings.Contains(d, probe.DefaultStatusCodes) {
-			t.Errorf("%s.http.statusCodes: description %q does not name the default %s", field, d, probe.DefaultStatusCodes)
-		}
+	}
+	// The two probed endpoints fail and go out of service (failOpen is
+	// off); the third, not probed, is published as its source says.
+	if ready != 1 {
+		t.Errorf("%d endpoint(s) serving, want only the unprobed one", ready)
+	}
+	c, ok := probedCondition(out)
+	want := "1 endpoint(s) past the controller's limit of 2 probe targets per backend (--max-probe-targets-per-backend)"
+	if !ok || !strings.Contains(c.Message, want) {
+		t.Errorf("Probed = %+v, want a message naming %q", c, want)
 	}
 }

@@ -28,12 +28,21 @@ const accessRecheck = 15 * time.Second
 
 // probedCondition says what the probes did; false when nothing is probed.
 func probedCondition(p probeOutcome) (metav1.Condition, bool) {
+	c, ok := probedVerdict(p)
+	if ok && p.limit != "" {
+		c.Message += "; " + p.limit
+	}
+	return c, ok
+}
+
+// probedVerdict is the Probed condition before the limit note.
+func probedVerdict(p probeOutcome) (metav1.Condition, bool) {
 	switch {
 	case !p.configured:
 		return metav1.Condition{}, false
 	case p.err != nil:
 		return cond(v1alpha1.ConditionProbed, false, v1alpha1.ReasonProbeUnavailable,
-			p.err.Error()+"; that source's endpoints are published as it says until the Secret is there"), true
+			p.err.Error()+"; that source's endpoints are published as it says until its probe can run"), true
 	case p.FailedOpen:
 		return cond(v1alpha1.ConditionProbed, false, v1alpha1.ReasonFailOpen, fmt.Sprintf(
 			"every one of the %d endpoint(s) the sources call ready fails its probe: failOpen publishes them as the sources say (sending to all beats sending to none); check the backends, or the probe, from the controller's network",
