@@ -30,6 +30,9 @@ type publication struct {
 	families []v1alpha1.AddressType
 	// held is true when the coalescing window kept the published endpoints.
 	held bool
+	// sources records which sources publish each endpoint, for the
+	// slices (publish.SourcesAnnotation); nil for a backend of one source.
+	sources publish.Attribution
 	// probes is what the probes did to the endpoints.
 	probes probeOutcome
 	// requeueAfter is when a drain ends or the coalescing window closes.
@@ -62,9 +65,11 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 	for _, e := range current {
 		answered.Insert(e.Address)
 	}
+	recorded := publish.SourcesFromSlices(seen.slices)
 	withdrawn := func(e publish.Endpoint) bool {
 		return !answered.Has(e.Address) &&
-			(res.withdrawn.Has(e.Address) || leaving.Has(e.Address) || pol.Denies(e) != "" || !res.mayPublish(e))
+			(res.withdrawn.Has(e.Address) || slices.ContainsFunc(recorded[e.Address], res.refused.Has) ||
+				leaving.Has(e.Address) || pol.Denies(e) != "" || !res.mayPublish(e))
 	}
 	served := func(t discoveryv1.AddressType) bool { return seen.served.Has(corev1.IPFamily(t)) }
 	current, notServed := publish.OnlyServed(current, served)
@@ -82,7 +87,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		Draining:     draining,
 		Now:          r.Clock.Now(),
 		Period:       r.drainPeriod(xb),
-		HoldVanished: res.holdVanished,
+		HoldVanished: publish.HeldForUnknown(res.unknown, recorded),
 		Withdrawn:    withdrawn,
 	})
 	r.state.update(key, func(b *backendState) { b.drains = drained.Draining })
@@ -91,6 +96,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		dropped:      dropped,
 		draining:     drained.Draining,
 		notServed:    notServed,
+		sources:      publish.Attribute(res.results, res.unknown, recorded),
 		probes:       probes,
 		requeueAfter: drained.NextExpiry,
 	}
@@ -104,6 +110,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		r.Metrics.heldBack()
 		pub.endpoints = slices.DeleteFunc(publish.FromSlices(seen.slices), withdrawn)
 		pub.draining = draining
+		pub.sources = recorded
 		pub.held = true
 		pub.requeueAfter = earliest(pub.requeueAfter, wait)
 	}

@@ -38,11 +38,17 @@ type resolved struct {
 	// results of each source, in spec order; a failing source's result
 	// carries its held answer.
 	results []publish.SourceResult
-	// holdVanished keeps every published endpoint that no answer has: a
-	// source that has failed since the controller started may own it.
+	// holdVanished keeps published endpoints that no answer has: a source
+	// that has failed since the controller started may own them.
 	holdVanished bool
+	// unknown names those sources: the slices' record of who published
+	// what (publish.SourcesAnnotation) narrows what they hold.
+	unknown sets.Set[string]
 	// refreshAfter is the earliest time a provider wants to be asked again.
 	refreshAfter time.Duration
+	// refused names the sources admission refused: what the slices record
+	// as theirs leaves at once too, after a restart as before one.
+	refused sets.Set[string]
 	// withdrawn are the addresses that sources refused by admission
 	// published: they leave at once, neither held nor drained.
 	withdrawn sets.Set[string]
@@ -129,7 +135,7 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 	var previous map[string]lastAnswer
 	r.state.lookup(key, func(b *backendState) { previous = b.answers })
 	replies, admitted := r.ask(ctx, xb, admissions)
-	out := resolved{withdrawn: sets.New[string](), admissions: admissions}
+	out := resolved{withdrawn: sets.New[string](), unknown: sets.New[string](), refused: sets.New[string](), admissions: admissions}
 	answers := make(map[string]lastAnswer, len(xb.Spec.Sources))
 	for i, src := range xb.Spec.Sources {
 		res, err := replies[i].res, replies[i].err
@@ -139,6 +145,7 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 		if admissions[i].refused != nil {
 			// Not held, unlike a failing provider's: the platform team
 			// took the access away.
+			out.refused.Insert(src.Name)
 			for _, e := range previous[src.Name].endpoints {
 				out.withdrawn.Insert(publish.CanonicalAddress(e.Address))
 			}
@@ -160,6 +167,7 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 				// publish, for as long as the failure lasts.
 				last = lastAnswer{spec: spec, unknown: true}
 				out.holdVanished = true
+				out.unknown.Insert(src.Name)
 			case last.spec != spec:
 				// Edited while failing: the old target's endpoints drain.
 				last = lastAnswer{spec: spec}

@@ -38,7 +38,7 @@ func (r *Reconciler) planInput(xb *v1alpha1.ExternalBackend, svc *corev1.Service
 			ServiceName: svc.Name,
 			Labels:      sliceLabels(xb, svc.Name),
 			Owner:       ownerRef(svc, corev1.SchemeGroupVersion.WithKind("Service")),
-			Annotate:    publish.DrainAnnotator(pub.draining),
+			Annotate:    publish.Annotators(publish.DrainAnnotator(pub.draining), publish.SourceAnnotator(pub.sources)),
 		},
 		Desired:              publish.ZoneHints(publish.Groups(pub.endpoints), xb.Spec.Service.TrafficDistribution, xb.Spec.Service.Annotations),
 		MaxEndpointsPerSlice: int(r.maxPerSlice(xb).size),

@@ -26,10 +26,11 @@ type DrainInput struct {
 	Now time.Time
 	// Period is how long a vanished endpoint stays as terminating.
 	Period time.Duration
-	// HoldVanished keeps vanished endpoints exactly as published, without
-	// starting their drain: a source failed, so a missing endpoint may only be
-	// missing from the answer we did not get.
-	HoldVanished bool
+	// HoldVanished, when it returns true for a vanished endpoint, keeps it
+	// exactly as published, without starting its drain: a source failed
+	// with no answer known, so the endpoint may only be missing from the
+	// answer we did not get.
+	HoldVanished func(Endpoint) bool
 	// Withdrawn, when it returns true for a vanished endpoint, removes it
 	// at once: neither held nor drained. It is for endpoints that must not
 	// be published any longer (a revoked provider, a denied address), which
@@ -65,7 +66,7 @@ func Drain(in DrainInput) DrainResult {
 		if current[e.key()] || (in.Withdrawn != nil && in.Withdrawn(e)) {
 			continue
 		}
-		if in.HoldVanished {
+		if in.HoldVanished != nil && in.HoldVanished(e) {
 			res.Endpoints = append(res.Endpoints, e)
 			if s, ok := since[e.Address]; ok {
 				res.Draining = append(res.Draining, v1alpha1.DrainingEndpoint{Address: e.Address, Since: s})

@@ -30,7 +30,7 @@ func TestDrain(t *testing.T) {
 		published    []Endpoint
 		draining     []v1alpha1.DrainingEndpoint
 		period       time.Duration
-		hold         bool
+		hold         func(Endpoint) bool
 		want         []Endpoint
 		wantDraining []v1alpha1.DrainingEndpoint
 		wantExpiry   time.Duration
@@ -109,9 +109,18 @@ func TestDrain(t *testing.T) {
 			// The record of .3 has expired: held all the same.
 			draining:     []v1alpha1.DrainingEndpoint{record("192.0.2.3", time.Hour)},
 			period:       period,
-			hold:         true,
+			hold:         func(Endpoint) bool { return true },
 			want:         []Endpoint{v4("192.0.2.1", true, false), v4("192.0.2.2", true, false), v4("192.0.2.3", true, true)},
 			wantDraining: []v1alpha1.DrainingEndpoint{record("192.0.2.3", time.Hour)},
+		},
+		{
+			name:      "HoldVanished holds only what it names; the rest drains",
+			published: []Endpoint{v4("192.0.2.2", true, false), v4("192.0.2.3", true, false)},
+			period:    period,
+			hold:      func(e Endpoint) bool { return e.Address == "192.0.2.3" },
+			want:      []Endpoint{v4("192.0.2.2", true, true), v4("192.0.2.3", true, false)},
+			wantDraining: []v1alpha1.DrainingEndpoint{record("192.0.2.2", 0)},
+			wantExpiry:   period,
 		},
 		{
 			name:      "reappearing endpoint drops its record",

@@ -83,3 +83,35 @@ func TestSourceEditedDuringOutageDrains(t *testing.T) {
 	server.Fail(next, dnstest.Answer)
 	waitStates(t, ns, allReady("192.0.2.63"))
 }
+
+// TestRestartDuringOutageDrainsOtherSourcesRemovals restarts the controller
+// while one of two sources fails. The other answers without an address
+// that only it published: that address must drain (at once, with
+// drainPeriod 0s) while the failing source's endpoints are held, since
+// the slices record which source published what. Before the record, the
+// new process could not tell them apart and held both.
+func TestRestartDuringOutageDrainsOtherSourcesRemovals(t *testing.T) {
+	failing, answering := host("restart-failing"), host("restart-answering")
+	setAddrs(failing, 1, "192.0.2.64")
+	setAddrs(answering, 1, "192.0.2.65", "192.0.2.66")
+	second := lookup(answering)
+	second.Name = "other"
+	ns, xb := create(t, failing, func(xb *v1alpha1.ExternalBackend) {
+		xb.Spec.Sources = append(xb.Spec.Sources, second)
+		xb.Spec.DrainPeriod = &metav1.Duration{}
+	})
+	waitStates(t, ns, allReady("192.0.2.64", "192.0.2.65", "192.0.2.66"))
+	framework.WaitReady(t, xb)
+
+	server.Fail(failing, dnstest.ServFail)
+	defer server.Fail(failing, dnstest.Answer)
+	framework.RestartControllerAfter(t, func() { setAddrs(answering, 1, "192.0.2.65") })
+	framework.WaitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionFalse, v1alpha1.ReasonSourceFailed)
+	want := allReady("192.0.2.64", "192.0.2.65")
+	waitStates(t, ns, want)
+	holdFor(t, ns, want, 3*time.Second)
+
+	server.Fail(failing, dnstest.Answer)
+	framework.WaitReady(t, xb)
+	waitStates(t, ns, want)
+}

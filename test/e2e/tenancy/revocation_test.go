@@ -247,3 +247,27 @@ func TestRevokedWhileControllerDown(t *testing.T) {
 	waitEvent(t, xb, corev1.EventTypeWarning, v1alpha1.ReasonProviderNotAdmitted, bp)
 	wantNotDraining(t, xb, "192.0.2.76")
 }
+
+// TestRevokedWhileControllerDownBesideAnAdmittedSource is the case above
+// with a second source, through another provider that still admits the
+// namespace and whose allowedCIDRs hold the revoked source's address too:
+// nothing rules that address out, so only the slices' record of which
+// source published it (backendslice.io/sources) tells the controller
+// that started next to withdraw it at once rather than drain it for an
+// hour. Not parallel: it restarts the controller every test shares.
+func TestRevokedWhileControllerDownBesideAnAdmittedSource(t *testing.T) {
+	ns := newNamespace(t, "revoked-beside", nil)
+	revoked, kept := uniqueName(ns, "revoked"), uniqueName(ns, "kept")
+	createProvider(t, revoked, admits("", ns), staticSpec("192.0.2.0/24"))
+	createProvider(t, kept, admits("", ns), staticSpec("192.0.2.0/24"))
+	second := staticSource(kept, "192.0.2.78")
+	second.Name = "kept"
+	xb := backend(ns, "db", drainHour, staticSource(revoked, "192.0.2.77"), second)
+	framework.Create(t, xb)
+	waitStates(t, ns, "db", statesOf(ready, "192.0.2.77", "192.0.2.78"))
+	framework.WaitReady(t, xb)
+
+	framework.RestartControllerAfter(t, func() { deleteProvider(t, revoked) })
+	withdrawn(t, time.Now(), ns, "db", statesOf(ready, "192.0.2.78"))
+	wantNotDraining(t, xb, "192.0.2.77")
+}
