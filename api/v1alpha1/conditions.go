@@ -12,6 +12,11 @@ const (
 	// probes' verdicts are applied, False when none can be (fail-open, or
 	// a probe that cannot run). It does not change Ready.
 	ConditionProbed = "Probed"
+	// ConditionAdopted is present when spec.service.adopt is set: True once
+	// the Service is this backend's and none of its hand-written slices
+	// (nor a legacy Endpoints object) is left, False while one waits for
+	// this backend's slices to carry its ready endpoints.
+	ConditionAdopted = "Adopted"
 	// ConditionStalled is True when the spec or the controller's configuration
 	// is wrong and retrying will not help until one of them changes.
 	ConditionStalled = "Stalled"
@@ -69,6 +74,15 @@ const (
 
 	// ReasonServiceConflict: a Service of that name exists that this ExternalBackend does not own.
 	ReasonServiceConflict = "ServiceConflict"
+	// ReasonAdoptionRefused: spec.service.adopt is set, but the Service of
+	// that name cannot be adopted (a selector, another controller's, a type
+	// or family that would change its cluster IP).
+	ReasonAdoptionRefused = "AdoptionRefused"
+	// ReasonAdopted: the Service is this backend's and only its slices are left.
+	ReasonAdopted = "Adopted"
+	// ReasonAdopting: hand-written slices or a legacy Endpoints object wait
+	// until this backend's slices carry their ready endpoints.
+	ReasonAdopting = "Adopting"
 	// ReasonWriteFailed: writing the Service or an EndpointSlice failed; it is retried.
 	ReasonWriteFailed = "WriteFailed"
 	// ReasonReadFailed: reading the Service, the EndpointSlices or the

@@ -140,6 +140,38 @@ type ServiceSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	TrafficDistribution *string `json:"trafficDistribution,omitempty"`
+
+	// adopt, when set, lets this backend take over an existing selectorless
+	// Service of its name in its namespace that no controller owns (a
+	// hand-written one), instead of refusing it (ServiceConflict). The
+	// Service object is kept, so its cluster IP and DNS name do not change.
+	// Its hand-written EndpointSlices (and a legacy Endpoints object) are
+	// removed only once this backend's slices carry each of their ready
+	// endpoints as ready; slices another controller manages are never
+	// touched. The opt-in is a field of this spec, not a mark on the
+	// Service, because only who may write ExternalBackends in this
+	// namespace may ask for it. To undo: delete the ExternalBackend with
+	// orphan propagation (kubectl delete --cascade=orphan): the Service and
+	// the slices stay.
+	// +optional
+	Adopt *ServiceAdoption `json:"adopt,omitempty"`
+}
+
+// ServiceAdoption says which of an adopted Service's EndpointSlices are
+// hand-written, and so replaced by this backend's.
+type ServiceAdoption struct {
+	// handWrittenManagedBy are values of the endpointslice.kubernetes.io/managed-by
+	// label that mark a slice as hand-written (the Kubernetes documentation's
+	// example uses "cluster-admins"). Slices without the label are always
+	// hand-written; slices with another value are another controller's and
+	// are left alone.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self.all(v, !(v in ['endpointslice-controller.k8s.io', 'endpointslicemirroring-controller.k8s.io', 'externalbackend-controller.backendslice.io']))",message="spec.service.adopt.handWrittenManagedBy: the slices of Kubernetes' own controllers (endpointslice-controller.k8s.io, endpointslicemirroring-controller.k8s.io) and backendslice's own are never hand-written; remove that value"
+	HandWrittenManagedBy []string `json:"handWrittenManagedBy,omitempty"`
 }
 
 // ServicePort is one port of the Service.

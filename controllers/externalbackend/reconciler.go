@@ -140,7 +140,8 @@ func (r *Reconciler) recreateAfter(key types.NamespacedName, recreating bool) ti
 
 // sync runs the steps, each taking what the one before returned: admit
 // the sources, resolve them, read what is published, decide what to publish, write the
-// Service, write the slices.
+// Service, write the slices, and, for an adopted Service, remove what was
+// hand-written once the slices carry it.
 func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) passResult {
 	admissions, err := r.admit(ctx, xb)
 	if err != nil {
@@ -163,6 +164,9 @@ func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) pas
 		return pass
 	}
 	pass.slices, pass.syncErr = r.syncSlices(ctx, xb, svc, created, pub, seen)
+	if pass.syncErr == nil {
+		pass.adoption, pass.syncErr = r.completeAdoption(ctx, xb, svc, pub)
+	}
 	if l := r.maxPerSlice(xb).limit; l != "" {
 		pass.limits = append(pass.limits, l)
 	}

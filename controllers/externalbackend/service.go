@@ -263,9 +263,14 @@ func (r *Reconciler) ensureService(ctx context.Context, xb *v1alpha1.ExternalBac
 		}
 	}
 	want := desiredService(xb, keepPrimary(fams, current.Spec.IPFamilies, pub.families))
+	adopting := !ours(current, xb)
 	switch {
-	case !ours(current, xb):
+	case adopting && xb.Spec.Service.Adopt == nil:
 		return nil, false, errServiceConflict{conflictMessage(current)}
+	case adopting:
+		if why := adoptionRefusal(current, want); why != "" {
+			return nil, false, errAdoptionRefused{why}
+		}
 	case recreateReason(current, want) != "":
 		why := recreateReason(current, want)
 		if err := r.remove(ctx, current, kindService, client.Preconditions{UID: &current.UID, ResourceVersion: &current.ResourceVersion}); err != nil {
@@ -279,7 +284,11 @@ func (r *Reconciler) ensureService(ctx context.Context, xb *v1alpha1.ExternalBac
 		if err := r.update(ctx, merged, kindService); err != nil {
 			return nil, false, fmt.Errorf("updating Service %s: %w", name, err)
 		}
-		r.event(xb, corev1.EventTypeNormal, "ServiceUpdated", "Update", "updated Service %s", name)
+		if adopting {
+			r.event(xb, corev1.EventTypeNormal, "ServiceAdopted", "Adopt", "adopted Service %s (cluster IP %s kept)", name, merged.Spec.ClusterIP)
+		} else {
+			r.event(xb, corev1.EventTypeNormal, "ServiceUpdated", "Update", "updated Service %s", name)
+		}
 	}
 	return merged, false, r.removeOldServices(ctx, xb, merged)
 }

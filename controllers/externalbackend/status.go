@@ -33,6 +33,8 @@ type passResult struct {
 	// syncErr is set when reading or writing the Service or slices
 	// failed; a failed read is an errRead.
 	syncErr error
+	// adoption is what the adoption step found (spec.service.adopt).
+	adoption adoption
 	// served are the families the cluster serves, for messages.
 	served sets.Set[corev1.IPFamily]
 	// requeueAfter is when a provider, a drain or the coalescing window
@@ -77,6 +79,17 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.Exter
 		meta.SetStatusCondition(&xb.Status.Conditions, c)
 	} else if !ok {
 		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionProbed)
+	}
+	switch c, ok := adoptedCondition(pass.adoption); {
+	case xb.Spec.Service.Adopt == nil:
+		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionAdopted)
+	case ok && pass.syncErr == nil:
+		c.ObservedGeneration = xb.Generation
+		meta.SetStatusCondition(&xb.Status.Conditions, c)
+		if !pass.adoption.done {
+			// What is kept is not in the cache: no event says it changed.
+			pass.requeueAfter = earliest(pass.requeueAfter, adoptionPoll)
+		}
 	}
 	if plan.final {
 		xb.Status.ObservedGeneration = xb.Generation

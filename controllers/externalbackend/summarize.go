@@ -26,6 +26,20 @@ const terminalRecheck = 5 * time.Minute
 // they must follow the backend again soon once the identity is let in.
 const accessRecheck = 15 * time.Second
 
+// adoptedCondition says how an adoption goes; false when none is asked
+// for (spec.service.adopt unset).
+func adoptedCondition(a adoption) (metav1.Condition, bool) {
+	switch {
+	case !a.active:
+		return metav1.Condition{}, false
+	case a.done:
+		return cond(v1alpha1.ConditionAdopted, true, v1alpha1.ReasonAdopted,
+			"the Service is this backend's; no hand-written EndpointSlice or Endpoints is left"), true
+	}
+	return cond(v1alpha1.ConditionAdopted, false, v1alpha1.ReasonAdopting,
+		"keeping "+strings.Join(a.waiting, "; ")), true
+}
+
 // probedCondition says what the probes did; false when nothing is probed.
 func probedCondition(p probeOutcome) (metav1.Condition, bool) {
 	c, ok := probedVerdict(p)
@@ -177,7 +191,7 @@ func summarize(facts statusFacts) statusPlan {
 	switch {
 	case v.retry != nil:
 		v.removeStalled = true
-	case synced.Reason == v1alpha1.ReasonServiceConflict:
+	case synced.Reason == v1alpha1.ReasonServiceConflict || synced.Reason == v1alpha1.ReasonAdoptionRefused:
 		v.conditions = append(v.conditions, cond(v1alpha1.ConditionStalled, true, synced.Reason, synced.Message))
 	case resolveStalled:
 		v.conditions = append(v.conditions, cond(v1alpha1.ConditionStalled, true, resolved.Reason, resolved.Message))
@@ -255,9 +269,12 @@ func keptOrDrained(facts statusFacts) string {
 // again without a failure (a conflict we cannot watch), and what to retry.
 func syncedCondition(facts statusFacts) (c metav1.Condition, recheck time.Duration, retry error) {
 	var conflict errServiceConflict
+	var refused errAdoptionRefused
 	switch {
 	case errors.As(facts.syncErr, &conflict):
 		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonServiceConflict, conflict.msg), conflictRecheck, nil
+	case errors.As(facts.syncErr, &refused):
+		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonAdoptionRefused, refused.msg), conflictRecheck, nil
 	case errors.As(facts.syncErr, new(errRead)):
 		return cond(v1alpha1.ConditionSynced, false, v1alpha1.ReasonReadFailed, facts.syncErr.Error()+"; retrying"), 0, facts.syncErr
 	case facts.syncErr != nil:

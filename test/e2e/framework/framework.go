@@ -101,7 +101,8 @@ func TestConfig() externalbackend.Config {
 
 // Env is a running control plane and, unless ControlPlaneOnly, the controller.
 type Env struct {
-	// Client talks to the API server directly, as an administrator.
+	// Client talks to the API server directly, as an administrator; it
+	// is a client.WithWatch, for tests that watch what happens.
 	Client  client.Client
 	metrics *prometheus.Registry
 	cp      *controlplane.ControlPlane
@@ -137,7 +138,7 @@ func (e *Env) start(opts Options) error {
 	if err != nil {
 		return err
 	}
-	if e.Client, err = client.New(e.cp.Config, client.Options{Scheme: scheme}); err != nil {
+	if e.Client, err = client.NewWithWatch(e.cp.Config, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
 	if opts.ControlPlaneOnly {

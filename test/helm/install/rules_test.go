@@ -81,6 +81,9 @@ var needs = map[request]need{
 	// and never gets one, so get is not granted.
 	{"list", "", "secrets"}:  {scenario: &providerSecret, env: []string{noWatchList}, shows: neverReconciledNorReported},
 	{"watch", "", "secrets"}: {scenario: &providerSecret},
+	// Adoption retires a hand-written Service's legacy Endpoints object.
+	{"get", "", "endpoints"}:    {scenario: &adoptLegacy, shows: readFailed},
+	{"delete", "", "endpoints"}: {scenario: &adoptLegacy, shows: writeFailed},
 	// The Nodes' Pod ranges (--deny-pod-cidrs, on in the child).
 	{"list", "", "nodes"}:  {scenario: &podRange, env: []string{noWatchList}, shows: neverReconciled},
 	{"watch", "", "nodes"}: {scenario: &podRange},

@@ -63,7 +63,7 @@ func (s *scenario) begin(t *testing.T, ns, controllerNS string) *v1alpha1.Extern
 // scenarios are every scenario, in the order they are run.
 var scenarios = []*scenario{
 	&core, &portChange, &toHeadless, &rename, &unhealthy, &shrink, &foreignService, &foreignSlice, &driftTwice,
-	&throughProvider, &admittedByLabel, &providerSecret, &podRange,
+	&throughProvider, &admittedByLabel, &providerSecret, &podRange, &adoptLegacy,
 }
 
 // startStatic starts the scenarios' backend, whose source names no BackendProvider.
@@ -211,6 +211,30 @@ var foreignSlice = scenario{
 				t.Errorf("our IPv4 slice is %s, want a generated name next to the foreign %s-ipv4-0", s.Name, backendName)
 			}
 		}
+	},
+}
+
+// adoptLegacy adopts a hand-written Service whose endpoints a legacy
+// Endpoints object holds: the controller reads that object (past its
+// cache) and deletes it once its slices carry the address.
+var adoptLegacy = scenario{
+	name: "adopt-legacy",
+	start: func(t *testing.T, ns, _ string) *v1alpha1.ExternalBackend {
+		framework.Create(t, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backendName},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "pg", Port: 5432}}},
+		})
+		framework.Create(t, &corev1.Endpoints{ //nolint:staticcheck // the legacy object adoption retires
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backendName},
+			Subsets: []corev1.EndpointSubset{{
+				Addresses: []corev1.EndpointAddress{{IP: ipv4a}},
+				Ports:     []corev1.EndpointPort{{Name: "pg", Port: 5432, Protocol: corev1.ProtocolTCP}},
+			}},
+		})
+		return startBackend(t, ns, func(xb *v1alpha1.ExternalBackend) { xb.Spec.Service.Adopt = &v1alpha1.ServiceAdoption{} })
+	},
+	done: func(t *testing.T, xb *v1alpha1.ExternalBackend) {
+		framework.WaitCondition(t, xb, v1alpha1.ConditionAdopted, metav1.ConditionTrue, v1alpha1.ReasonAdopted)
 	},
 }
 
