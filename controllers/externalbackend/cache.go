@@ -26,8 +26,8 @@ func CacheOptions(namespace string) (cache.Options, error) {
 		&corev1.Service{}:            ourObjects,
 		&discoveryv1.EndpointSlice{}: ourObjects,
 		&v1alpha1.ExternalBackend{}:  {Transform: trimBackend},
-		// Only read with --deny-pod-cidrs; then only their Pod ranges.
-		&corev1.Node{}: {Transform: podRangesOnly},
+		// Only their addresses, denied to endpoints, and Pod ranges.
+		&corev1.Node{}: {Transform: hostFieldsOnly},
 	}
 	if namespace != "" {
 		by[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}

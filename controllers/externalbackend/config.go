@@ -46,7 +46,8 @@ type Config struct {
 	// is refused: only the platform team's providers can be used.
 	AllowSourcesWithoutProvider bool
 	// DenyPodCIDRs refuses endpoints in the Nodes' Pod ranges
-	// (spec.podCIDRs), read and watched: opt-in, as it reads Nodes.
+	// (spec.podCIDRs), read and watched: opt-in (the Nodes' own addresses
+	// are always refused).
 	DenyPodCIDRs bool
 	// Namespace is the controller's own: the only one whose Secrets it
 	// reads (those BackendProviders name).

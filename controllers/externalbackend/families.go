@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/internal/publish"
 )
 
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=list;watch
@@ -26,14 +28,13 @@ type clusterNetworks interface {
 	read(ctx context.Context) (network, error)
 }
 
-// network is what the cluster's ServiceCIDRs (and, where asked, its
-// Nodes) say.
+// network is what the cluster's ServiceCIDRs, Nodes and API server say.
 type network struct {
 	served sets.Set[corev1.IPFamily]
-	// ranges are every ServiceCIDR's ranges, a deleting one's too (its
-	// cluster IPs may still be in use), and the Nodes' Pod ranges where
-	// the controller denies them: no endpoint may be in them.
-	ranges []netip.Prefix
+	// cluster are every ServiceCIDR's ranges, a deleting one's too (its
+	// cluster IPs may still be in use), and what clusterHosts adds: no
+	// endpoint may be in them.
+	cluster publish.ClusterNetworks
 }
 
 // serviceCIDRFamilies reads the families from the cluster's ServiceCIDRs
@@ -51,7 +52,7 @@ func (f serviceCIDRFamilies) read(ctx context.Context) (network, error) {
 	for _, c := range list.Items {
 		for _, s := range c.Spec.CIDRs {
 			if p, err := netip.ParsePrefix(s); err == nil {
-				n.ranges = append(n.ranges, p.Masked())
+				n.cluster.Ranges = append(n.cluster.Ranges, publish.ClusterRange{Prefix: p.Masked(), Of: "ServiceCIDR " + c.Name})
 			}
 		}
 	}
@@ -88,57 +89,6 @@ type fixedFamilies []corev1.IPFamily
 // read knows no Service ranges: on such clusters --denied-cidrs lists them.
 func (f fixedFamilies) read(context.Context) (network, error) {
 	return network{served: sets.New(f...)}, nil
-}
-
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
-
-// withPodRanges adds the Pod ranges of the cluster's Nodes (spec.podCIDRs)
-// to what inner reads: opt-in (--deny-pod-cidrs), since it needs to read
-// Nodes, and clusters whose network plugin allocates Pod addresses itself
-// leave podCIDRs empty.
-type withPodRanges struct {
-	inner  clusterNetworks
-	reader client.Reader
-}
-
-func (w withPodRanges) read(ctx context.Context) (network, error) {
-	n, err := w.inner.read(ctx)
-	if err != nil {
-		return n, err
-	}
-	var nodes corev1.NodeList
-	if err := w.reader.List(ctx, &nodes); err != nil {
-		return n, fmt.Errorf("listing Nodes to learn the cluster's Pod ranges: %w", err)
-	}
-	for _, node := range nodes.Items {
-		for _, c := range node.Spec.PodCIDRs {
-			if p, err := netip.ParsePrefix(c); err == nil {
-				n.ranges = append(n.ranges, p.Masked())
-			}
-		}
-	}
-	return n, nil
-}
-
-// podRangesOnly keeps of a Node what withPodRanges reads, so that the
-// cache holds a few bytes a Node, not its status and images.
-func podRangesOnly(o any) (any, error) {
-	node, ok := o.(*corev1.Node)
-	if !ok {
-		return o, nil
-	}
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion},
-		Spec:       corev1.NodeSpec{PodCIDRs: node.Spec.PodCIDRs},
-	}, nil
-}
-
-// podCIDRsOf is a Node's spec.podCIDRs; nil for another object.
-func podCIDRsOf(o client.Object) []string {
-	if node, ok := o.(*corev1.Node); ok {
-		return node.Spec.PodCIDRs
-	}
-	return nil
 }
 
 // familiesOfCluster picks how the controller learns which IP families the

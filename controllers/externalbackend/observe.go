@@ -2,12 +2,12 @@ package externalbackend
 
 import (
 	"context"
-	"net/netip"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/publish"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,8 +26,8 @@ type observed struct {
 	taken sets.Set[string]
 	// served are the IP families the cluster gives Services addresses of.
 	served sets.Set[corev1.IPFamily]
-	// clusterRanges are the cluster's Service (and Pod) ranges: no endpoint may be there.
-	clusterRanges []netip.Prefix
+	// cluster are the cluster's own networks and hosts: no endpoint may be there.
+	cluster publish.ClusterNetworks
 }
 
 // observe reads the Service, our slices and the cluster's families from the cache.
@@ -61,7 +61,7 @@ func (r *Reconciler) observe(ctx context.Context, xb *v1alpha1.ExternalBackend) 
 	if err != nil {
 		return seen, errRead{err}
 	}
-	seen.served, seen.clusterRanges = net.served, net.ranges
+	seen.served, seen.cluster = net.served, net.cluster
 	return seen, nil
 }
 

@@ -49,7 +49,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		DeniedPrefixes: r.Config.DeniedPrefixes,
 		DeniedNames:    r.Config.DeniedNames,
 		ClusterDomain:  r.Config.ClusterDomain,
-		ClusterRanges:  seen.clusterRanges,
+		Cluster:        seen.cluster,
 		Ports:          xb.Spec.Service.Ports,
 	}
 	current, dropped := publish.Normalize(res.results, pol)

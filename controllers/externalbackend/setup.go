@@ -70,17 +70,19 @@ func retryDelay(attempt int) time.Duration {
 }
 
 // SetupWithManager registers the controller: it watches ExternalBackends,
-// the Services and EndpointSlices they own, so drift is reverted, and the
-// cluster's ServiceCIDRs, whose families decide what can be published.
+// the Services and EndpointSlices they own, so drift is reverted, the
+// cluster's ServiceCIDRs, whose families decide what can be published, and
+// the cluster's own hosts (Nodes, the API server), which no endpoint may be.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	families, cidrs, err := familiesOfCluster(mgr, r.Client)
 	if err != nil {
 		return err
 	}
-	r.families = families
-	if r.Config.DenyPodCIDRs {
-		r.families = withPodRanges{families, r.Client}
+	hosts, hostWatches, err := r.watchHosts(mgr, families)
+	if err != nil {
+		return err
 	}
+	r.families = hosts
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ExternalBackend{}, providerRefIndex, providerRefs); err != nil {
 		return fmt.Errorf("indexing ExternalBackends by provider: %w", err)
 	}
@@ -124,13 +126,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Config.Namespace != "" {
 		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.backendsUsingSecret))
 	}
-	if r.Config.DenyPodCIDRs {
-		// A Node's Pod ranges change what every backend may publish;
-		// its other updates (heartbeats) change nothing here.
-		b = b.Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.everyBackend),
-			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-				return !slices.Equal(podCIDRsOf(e.ObjectOld), podCIDRsOf(e.ObjectNew))
-			}}))
+	// A Node's addresses (and Pod ranges) and the API server's change
+	// what every backend may publish; a Node's other updates (heartbeats,
+	// conditions) change nothing here.
+	for _, w := range hostWatches {
+		b = b.WatchesRawSource(w)
 	}
 	if cidrs {
 		// A family added or removed changes what every backend can publish.

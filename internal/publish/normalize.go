@@ -50,10 +50,11 @@ type Policy struct {
 	// empty means DefaultClusterDomain. No FQDN endpoint may be in it, nor
 	// end in .svc or .pod, which Pods' DNS search paths complete into it.
 	ClusterDomain string
-	// ClusterRanges are the cluster's own networks, read from the cluster
-	// (its ServiceCIDRs, and Nodes' Pod ranges where asked): an endpoint
-	// there would aim a Service at another Service or at a Pod.
-	ClusterRanges []netip.Prefix
+	// Cluster are the cluster's own networks and hosts, read from the
+	// cluster (its ServiceCIDRs, its Nodes' addresses, and Pod ranges where
+	// asked, and the API server's endpoints): an endpoint there would aim a
+	// Service at another Service, a Pod, a kubelet or the API server.
+	Cluster ClusterNetworks
 	// Ports are the Service's ports; each endpoint is reached on their targetPorts.
 	Ports []v1alpha1.ServicePort
 }
@@ -154,10 +155,8 @@ func (pol Policy) deniesIP(a netip.Addr) string {
 		readings = append(readings, e.IPv4)
 	}
 	for _, r := range readings {
-		for _, p := range pol.ClusterRanges {
-			if p.Contains(r) {
-				return fmt.Sprintf("address %s is inside the cluster's own network %s (a ServiceCIDR or a Node's Pod range): a Service must not point back into the cluster", r, p)
-			}
+		if reason := pol.Cluster.reason(r); reason != "" {
+			return reason
 		}
 	}
 	return ""

@@ -23,6 +23,14 @@ const (
 	SingleStackServiceCIDRs = "10.96.0.0/24"
 )
 
+// AdvertiseAddress is the API server's address in the endpoints of the
+// Service default/kubernetes, which it writes itself. Left to choose, it
+// takes the machine's own address, which may be one the tests publish as a
+// backend (here, 192.0.2.2), and the controller denies endpoints at the API
+// server's addresses. A documentation address no test publishes, instead:
+// the API server only lists it, it serves on 127.0.0.1.
+const AdvertiseAddress = "192.0.2.254"
+
 // StackEnv chooses the kind of cluster Start runs: "single" for an IPv4-only
 // API server, anything else (or unset) for a dual-stack one. `make test`
 // runs the end-to-end suites once each way.
@@ -88,7 +96,9 @@ func StartWith(serviceCIDRs string) (*ControlPlane, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", serviceCIDRs)
+	api := env.ControlPlane.GetAPIServer().Configure()
+	api.Set("service-cluster-ip-range", serviceCIDRs)
+	api.Set("advertise-address", AdvertiseAddress)
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)

@@ -3,11 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -245,6 +248,128 @@ func TestPodRangeDropped(t *testing.T) {
 		t.Fatalf("giving node %s a Pod range: %v", other.Name, err)
 	}
 	waitAddresses(t, ns, "db", "192.0.2.10")
+}
+
+// Addresses of the Node TestClusterHostsDropped makes. Every backend is
+// judged against every Node: no other test publishes them.
+const (
+	nodeInternalIP = "192.0.2.241"
+	nodeExternalIP = "2001:db8::241"
+	nodeLaterIP    = "192.0.2.242"
+)
+
+// TestClusterHostsDropped: with no flag, an endpoint at a Node's
+// InternalIP or ExternalIP (where its kubelet listens) or at the API
+// server's own address (in the slice of default/kubernetes, which the API
+// server writes) is dropped, naming whose address it is. A Node's
+// heartbeats reconcile nothing; its new address drops the endpoint there at
+// once, without a spec change; a deleted Node's addresses are published
+// again. Not parallel: a Node concerns every backend, and the test counts
+// reconciles.
+func TestClusterHostsDropped(t *testing.T) {
+	apiServer := apiServerAddress(t)
+	ns := newNamespace(t)
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-" + ns},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeHostName, Address: "node-" + ns},
+			{Type: corev1.NodeInternalIP, Address: nodeInternalIP},
+			{Type: corev1.NodeExternalIP, Address: nodeExternalIP},
+		}},
+	}
+	mustCreate(t, node)
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), node) })
+	if len(node.Status.Addresses) != 3 {
+		t.Fatalf("node %s was created with addresses %v, want the 3 given", node.Name, node.Status.Addresses)
+	}
+	xb := staticBackend(ns, "db", "192.0.2.10", nodeLaterIP, nodeInternalIP, nodeExternalIP, apiServer)
+	mustCreate(t, xb)
+	cur := waitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionTrue, v1alpha1.ReasonAddressesDropped)
+	waitAddresses(t, ns, "db", "192.0.2.10", nodeLaterIP)
+	dropped := map[string]string{
+		nodeInternalIP: "is Node " + node.Name + "'s InternalIP address",
+		nodeExternalIP: "is Node " + node.Name + "'s ExternalIP address",
+		apiServer:      "is an address of the API server (EndpointSlice default/kubernetes)",
+	}
+	expectDropped(t, cur, dropped)
+	waitEvent(t, xb, corev1.EventTypeWarning, v1alpha1.ReasonAddressesDropped)
+
+	heartbeatsReconcileNothing(t, xb, node)
+
+	node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: nodeLaterIP})
+	if err := k8s.Status().Update(context.Background(), node); err != nil {
+		t.Fatalf("giving node %s another address: %v", node.Name, err)
+	}
+	waitAddresses(t, ns, "db", "192.0.2.10")
+	dropped[nodeLaterIP] = "is Node " + node.Name + "'s InternalIP address"
+	eventually(t, timeout, nodeLaterIP+" listed as dropped", func() error {
+		if n := len(get(t, xb).Status.Dropped); n != len(dropped) {
+			return fmt.Errorf("%d addresses dropped, want %d", n, len(dropped))
+		}
+		return nil
+	})
+	expectDropped(t, get(t, xb), dropped)
+
+	mustDelete(t, node)
+	waitAddresses(t, ns, "db", framework.Served("192.0.2.10", nodeLaterIP, nodeInternalIP, nodeExternalIP)...)
+}
+
+// heartbeatsReconcileNothing updates the Node's conditions, as its kubelet
+// does, and checks that no backend is reconciled and nothing written:
+// only its addresses (and Pod ranges) concern the controller.
+func heartbeatsReconcileNothing(t *testing.T, xb *v1alpha1.ExternalBackend, node *corev1.Node) {
+	t.Helper()
+	before, xbVersion := versions(t, xb.Namespace, "db"), get(t, xb).ResourceVersion
+	svcWrites, sliceWrites, done := writes(t, "Service"), writes(t, "EndpointSlice"), reconciles(t, "")
+	const heartbeats = 10
+	for i := range heartbeats {
+		node.Status.Conditions = []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			Message: fmt.Sprintf("heartbeat %d", i), LastHeartbeatTime: metav1.Now(),
+		}}
+		if err := k8s.Status().Update(context.Background(), node); err != nil {
+			t.Fatalf("heartbeat %d of node %s: %v", i, node.Name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(quietPeriod)
+	if n := reconciles(t, "") - done; n != 0 {
+		t.Errorf("%v reconciles after %d heartbeats of a Node, want none", n, heartbeats)
+	}
+	if svc, sl := writes(t, "Service")-svcWrites, writes(t, "EndpointSlice")-sliceWrites; svc != 0 || sl != 0 {
+		t.Errorf("%v Service and %v EndpointSlice writes after the heartbeats, want none", svc, sl)
+	}
+	expectUnchanged(t, xb.Namespace, "db", before)
+	if v := get(t, xb).ResourceVersion; v != xbVersion {
+		t.Errorf("the backend was written after the heartbeats: resourceVersion %s, was %s", v, xbVersion)
+	}
+}
+
+// apiServerAddress is the first address of the API server's own slice,
+// which it writes for Service default/kubernetes.
+func apiServerAddress(t *testing.T) string {
+	t.Helper()
+	var addr string
+	eventually(t, timeout, "the API server's own EndpointSlice", func() error {
+		var list discoveryv1.EndpointSliceList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(metav1.NamespaceDefault),
+			client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}); err != nil {
+			return err
+		}
+		for _, s := range list.Items {
+			if len(s.Endpoints) > 0 {
+				addr = s.Endpoints[0].Addresses[0]
+				return nil
+			}
+		}
+		return fmt.Errorf("no endpoint in %d slices", len(list.Items))
+	})
+	// A loopback address would prove nothing: the API server refuses it in
+	// any other slice (the test control plane advertises another).
+	if a, err := netip.ParseAddr(addr); err != nil || a.IsLoopback() {
+		t.Fatalf("the API server's address %q is not an IP a backend could publish", addr)
+	}
+	return addr
 }
 
 func TestAddressOutsideAddressTypesDropped(t *testing.T) {

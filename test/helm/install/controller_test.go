@@ -92,8 +92,8 @@ func childConfig() externalbackend.Config {
 	// The Secrets BackendProviders name are read here, as the chart's
 	// Deployment says: list and watch on Secrets in this namespace alone.
 	c.Namespace = os.Getenv(podNamespaceEnv)
-	// The chart grants list and watch on Nodes for --deny-pod-cidrs
-	// (controller.denyPodCIDRs).
+	// The Nodes' Pod ranges are denied too, as controller.denyPodCIDRs
+	// asks (Nodes are read anyway: their addresses are always denied).
 	c.DenyPodCIDRs = true
 	return c
 }

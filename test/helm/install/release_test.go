@@ -320,7 +320,8 @@ func checkRefused(t *testing.T, id identity) {
 			})
 		}},
 		{"update the CRD", func() error { return as.Update(ctx, crd.DeepCopy()) }},
-		// It lists and watches Nodes (--deny-pod-cidrs), nothing more.
+		// It lists and watches Nodes (their addresses are denied to
+		// endpoints), nothing more.
 		{"get a Node", func() error { return as.Get(ctx, client.ObjectKey{Name: "x"}, &corev1.Node{}) }},
 		{"update a Node", func() error { return as.Update(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "x"}}) }},
 		{"list PersistentVolumes", func() error { return as.List(ctx, &corev1.PersistentVolumeList{}) }},

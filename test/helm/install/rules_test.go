@@ -84,7 +84,8 @@ var needs = map[request]need{
 	// Adoption retires a hand-written Service's legacy Endpoints object.
 	{"get", "", "endpoints"}:    {scenario: &adoptLegacy, shows: readFailed},
 	{"delete", "", "endpoints"}: {scenario: &adoptLegacy, shows: writeFailed},
-	// The Nodes' Pod ranges (--deny-pod-cidrs, on in the child).
+	// The Nodes: their addresses are always denied, their Pod ranges
+	// with --deny-pod-cidrs (on in the child).
 	{"list", "", "nodes"}:  {scenario: &podRange, env: []string{noWatchList}, shows: neverReconciled},
 	{"watch", "", "nodes"}: {scenario: &podRange},
 }
