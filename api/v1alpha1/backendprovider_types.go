@@ -43,6 +43,53 @@ type BackendProviderSpec struct {
 	// +kubebuilder:validation:items:MaxLength=43
 	// +kubebuilder:validation:XValidation:rule="self.all(c, isCIDR(c))",message="spec.allowedCIDRs: every entry must be a CIDR such as 192.0.2.0/24 or 2001:db8::/64"
 	AllowedCIDRs []string `json:"allowedCIDRs,omitempty"`
+
+	// probes bounds the active probes of endpoints published through this
+	// provider. Unset, a probe may use only the target ports of the
+	// backend's own Service.
+	// +optional
+	Probes *ProviderProbes `json:"probes,omitempty"`
+}
+
+// ProviderProbes is what the platform team lets probes of a provider's
+// endpoints do beyond the default. A probe runs from the controller's
+// network position, so each port it may use is a port tenants can test
+// every address the provider admits on, from there.
+type ProviderProbes struct {
+	// allowedPorts are the ports, besides the target ports of the backend's
+	// own Service, that probes of endpoints published through this provider
+	// may use: a health port the Service does not expose. An endpoint
+	// published through several providers may be probed on such a port
+	// only when every one of them allows it.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	AllowedPorts []PortRange `json:"allowedPorts,omitempty"`
+}
+
+// PortRange is one port, or the ports from port to endPort.
+// +kubebuilder:validation:XValidation:rule="!has(self.endPort) || self.endPort >= self.port",message="spec.probes.allowedPorts[].endPort: must be at least port; write the lower bound in port"
+type PortRange struct {
+	// port, or the first port of the range.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+
+	// endPort is the last port of the range; unset allows port alone.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	EndPort *int32 `json:"endPort,omitempty"`
+}
+
+// Contains tells whether port is in r.
+func (r PortRange) Contains(port int32) bool {
+	end := r.Port
+	if r.EndPort != nil {
+		end = *r.EndPort
+	}
+	return r.Port <= port && port <= end
 }
 
 // NamespaceSelection names the namespaces admitted to a provider: those

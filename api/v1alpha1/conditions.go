@@ -69,8 +69,14 @@ const (
 	// false: none is ready.
 	ReasonProbesFailing = "ProbesFailing"
 	// ReasonProbeUnavailable: a probe cannot run (its CA Secret is
-	// missing); that source's endpoints are published as it says.
+	// missing, or its path is outside what admission now allows); that
+	// source's endpoints are published as it says.
 	ReasonProbeUnavailable = "ProbeUnavailable"
+	// ReasonProbePortNotAllowed: a probe names a port that is neither a
+	// target port of the backend's Service nor allowed for probes by every
+	// BackendProvider of the endpoint (spec.probes.allowedPorts); no probe
+	// is sent there, and those endpoints are published as their sources say.
+	ReasonProbePortNotAllowed = "ProbePortNotAllowed"
 
 	// ReasonServiceConflict: a Service of that name exists that this ExternalBackend does not own.
 	ReasonServiceConflict = "ServiceConflict"

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,51 @@ const (
 	DefaultHTTPProbeScheme       = HTTPSchemeHTTP
 	DefaultHTTPProbePath         = "/"
 )
+
+// HTTP probe path bounds, as the CRD's markers on HTTPProbe.Path write
+// them (TestPathBoundsAreTheCRDs compares the generated CRD with them): the controller
+// checks them again for objects stored before they existed.
+const (
+	HTTPProbePathMaxLength = 256
+	HTTPProbePathPattern   = `^/([A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*([?]([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?$`
+)
+
+// ValidHTTPProbePath tells whether path is within the bounds of
+// HTTPProbe.Path: HTTPProbePathPattern and HTTPProbePathMaxLength, checked
+// by hand so that no regular expression is compiled per reconcile.
+func ValidHTTPProbePath(path string) bool {
+	if len(path) > HTTPProbePathMaxLength || !strings.HasPrefix(path, "/") {
+		return false
+	}
+	inQuery := false
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case c == '%':
+			if i+2 >= len(path) || !isHex(path[i+1]) || !isHex(path[i+2]) {
+				return false
+			}
+			i += 2
+		case c == '?' && !inQuery:
+			inQuery = true
+		case c == '?', isURLChar(c):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isURLChar tells whether c may stand unescaped in a URL's path or query
+// (RFC 3986's unreserved and sub-delims, ':', '@' and '/').
+func isURLChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		strings.IndexByte("-._~!$&'()*+,;=:@/", c) >= 0
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
 
 // ProbeState is an endpoint's probe verdict before its first result.
 // +kubebuilder:validation:Enum=Ready;NotReady
@@ -70,8 +116,11 @@ type Probe struct {
 	// +optional
 	GRPC *GRPCProbe `json:"grpc,omitempty"`
 
-	// port to probe; defaults to the targetPort (else the port) of the
-	// Service's first port.
+	// port to probe; defaults to the port each endpoint is published on
+	// for the Service's first port (its targetPort). A probe goes only to
+	// a target port of the Service, or to a port every BackendProvider of
+	// the endpoint allows in spec.probes.allowedPorts: a probe elsewhere is
+	// not sent, and Probed says ProbePortNotAllowed.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
@@ -137,15 +186,18 @@ type HTTPProbe struct {
 	// +kubebuilder:default=HTTP
 	Scheme HTTPScheme `json:"scheme,omitempty"`
 
-	// path of the request.
+	// path of the request, and its query after '?': at most 256
+	// characters of those a URL's path and query may hold unescaped
+	// (RFC 3986), and %XX escapes; no fragment.
 	// +optional
 	// +kubebuilder:default="/"
-	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:Pattern=`^/[^\s]*$`
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule=`self.matches("^/([A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*([?]([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*)?$")`,message="probe.http.path: write '/' and a path, then a query after '?' if any, of letters, digits, -._~!$&'()*+,;=:@/ and %XX escapes; no spaces, '#' or other characters"
 	Path string `json:"path,omitempty"`
 
 	// statusCodes that pass: codes (200) and ranges (200-299); 200-399
-	// when unset.
+	// when unset. They decide pass or fail only: neither status nor events
+	// say which code an endpoint answered.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=20

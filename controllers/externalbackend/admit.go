@@ -30,6 +30,8 @@ type sourceAdmission struct {
 	// allowed, where restricted, are the provider's allowedCIDRs.
 	allowed    []netip.Prefix
 	restricted bool
+	// probes is where the provider lets its endpoints be probed.
+	probes tenancy.ProbeGrant
 }
 
 // admit decides, for each source of xb, whether it may publish and through
@@ -64,6 +66,7 @@ func (r *Reconciler) admit(ctx context.Context, xb *v1alpha1.ExternalBackend) ([
 			continue
 		}
 		gates[i].allowed, gates[i].restricted = tenancy.AllowedPrefixes(bp)
+		gates[i].probes = tenancy.GrantOf(bp)
 		gates[i].conn, gates[i].unusable = kinds.Connect(ctx, bp, r.connections)
 	}
 	return gates, nil

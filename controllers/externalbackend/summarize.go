@@ -54,6 +54,12 @@ func probedVerdict(p probeOutcome) (metav1.Condition, bool) {
 	switch {
 	case !p.configured:
 		return metav1.Condition{}, false
+	case p.refused != "":
+		msg := p.refused
+		if p.err != nil {
+			msg += "; " + p.err.Error()
+		}
+		return cond(v1alpha1.ConditionProbed, false, v1alpha1.ReasonProbePortNotAllowed, msg), true
 	case p.err != nil:
 		return cond(v1alpha1.ConditionProbed, false, v1alpha1.ReasonProbeUnavailable,
 			p.err.Error()+"; that source's endpoints are published as it says until its probe can run"), true
