@@ -19,12 +19,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // Kind is the protocol of a check.
@@ -78,6 +81,88 @@ type Dialer func(ctx context.Context, network, address string) (net.Conn, error)
 // errStatus is an HTTP answer whose code statusCodes does not accept.
 var errStatus = errors.New("status not accepted")
 
+// Failure is the category of a failed probe: the controller's own metric
+// label and log field. Nothing a tenant reads (status, events, slices)
+// carries it: a tenant learns pass or fail, never why, so a probe cannot
+// tell it which code an address answered or whether a port refused or
+// dropped the connection.
+type Failure string
+
+// Categories of failure.
+const (
+	FailureRefused     Failure = "refused"
+	FailureTimeout     Failure = "timeout"
+	FailureUnreachable Failure = "unreachable"
+	FailureReset       Failure = "reset"
+	FailureTLS         Failure = "tls"
+	FailureConfig      Failure = "config"
+	FailureStatus      Failure = "status"
+	FailureNotServing  Failure = "not_serving"
+	FailureUnavailable Failure = "unavailable"
+	FailureOther       Failure = "other"
+)
+
+// failureOf is err's category; "" for no error.
+func failureOf(err error) Failure {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, errStatus):
+		return FailureStatus
+	case errors.Is(err, errNotServing):
+		return FailureNotServing
+	case errors.Is(err, errNoCA):
+		return FailureConfig
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return FailureRefused
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return FailureUnreachable
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return FailureReset
+	case isTLSFailure(err):
+		return FailureTLS
+	case isTimeout(err):
+		return FailureTimeout
+	}
+	return grpcFailure(err)
+}
+
+// isTLSFailure tells whether err is a failed TLS handshake or certificate.
+func isTLSFailure(err error) bool {
+	var (
+		alert    tls.AlertError
+		header   tls.RecordHeaderError
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		roots    x509.SystemRootsError
+	)
+	return errors.As(err, &alert) || errors.As(err, &header) || errors.As(err, &verify) ||
+		errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &roots)
+}
+
+// isTimeout tells whether err is a probe that ran out of time.
+func isTimeout(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout()
+}
+
+// grpcFailure is the category of a gRPC call's error status.
+func grpcFailure(err error) Failure {
+	st, ok := status.FromError(err)
+	switch {
+	case !ok:
+		return FailureOther
+	case st.Code() == codes.DeadlineExceeded:
+		return FailureTimeout
+	case st.Code() == codes.Unavailable:
+		return FailureUnavailable
+	}
+	// The health service answered, but not SERVING (an unknown service).
+	return FailureNotServing
+}
+
 // run probes t once within its timeout, and says why it failed; client
 // is the HTTP client of an HTTP or HTTPS check.
 func (p *Prober) run(ctx context.Context, t Target, client *tlsClient) error {
@@ -129,6 +214,9 @@ func httpGet(ctx context.Context, t Target, tc *tlsClient, addr string) error {
 	return nil
 }
 
+// errNoCA is a probe CA that holds no certificate.
+var errNoCA = errors.New("the probe's CA holds no PEM certificate")
+
 // tlsClient is the HTTP client of one TLS setting (server name and CA),
 // shared by the targets that use it and dropped with the last of them.
 // It is made on its first probe, outside the prober's lock: parsing a CA
@@ -159,7 +247,7 @@ func (c *tlsClient) get() (*http.Client, error) {
 		if c.caPEM != "" {
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM([]byte(c.caPEM)) {
-				c.err = errors.New("the probe's CA holds no PEM certificate")
+				c.err = errNoCA
 				return
 			}
 			tc.RootCAs = pool

@@ -11,6 +11,7 @@ import (
 // bounded whatever the fleet.
 type Metrics struct {
 	results  *prometheus.CounterVec
+	failures *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	lateness prometheus.Histogram
 	targets  prometheus.Gauge
@@ -23,6 +24,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "backendslice_probe_results_total",
 			Help: "Probes run, by kind (tcp, http, https, grpc) and result (pass, fail).",
 		}, []string{"kind", "result"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "backendslice_probe_failures_total",
+			Help: "Failed probes, by kind and reason (refused, timeout, unreachable, reset, tls, config, status, not_serving, unavailable, other): the controller's view only; tenants see pass or fail.",
+		}, []string{"kind", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "backendslice_probe_duration_seconds",
 			Help:    "How long a probe took, by kind.",
@@ -38,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Targets (an address and what to check there) being probed.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.results, m.duration, m.lateness, m.targets} {
+	for _, c := range []prometheus.Collector{m.results, m.failures, m.duration, m.lateness, m.targets} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -53,6 +58,7 @@ func (m *Metrics) result(kind Kind, err error, took time.Duration) {
 	r := "pass"
 	if err != nil {
 		r = "fail"
+		m.failures.WithLabelValues(string(kind), string(failureOf(err))).Inc()
 	}
 	m.results.WithLabelValues(string(kind), r).Inc()
 	m.duration.WithLabelValues(string(kind)).Observe(took.Seconds())

@@ -5,17 +5,26 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/backendslice/backendslice/test/netlab"
 )
@@ -104,38 +113,46 @@ func TestChecks(t *testing.T) {
 		whyName string
 		// within bounds how long the probe may take.
 		within time.Duration
+		// failure is the category a failing probe is counted and logged as.
+		failure Failure
 	}{
 		{name: "tcp open", target: Target{v4, tcp}, pass: true},
 		{name: "tcp open ipv6", target: Target{v6, tcp}, pass: true},
 		{name: "tcp stopped port", target: Target{v4, stopped},
-			why: errorIs(syscall.ECONNREFUSED), whyName: "connection refused"},
+			why: errorIs(syscall.ECONNREFUSED), whyName: "connection refused", failure: FailureRefused},
+		{name: "http on a stopped port", target: Target{v4, with(web, func(c *Check) { c.Port = stoppedPort })},
+			why: errorIs(syscall.ECONNREFUSED), whyName: "connection refused", failure: FailureRefused},
 		{name: "http 200", target: Target{v4, web}, pass: true},
 		{name: "http 200 ipv6", target: Target{v6, web}, pass: true},
 		{name: "http 200 codes unset mean 200-399", target: Target{v4, with(web, func(c *Check) { c.StatusCodes = "" })}, pass: true},
 		{name: "http 500", target: Target{v4, with(web, func(c *Check) { c.Path = "/fail" })},
-			why: errorIs(errStatus), whyName: "status not accepted"},
+			why: errorIs(errStatus), whyName: "status not accepted", failure: FailureStatus},
+		{name: "http 404", target: Target{v4, with(web, func(c *Check) { c.Path = "/missing" })},
+			why: errorIs(errStatus), whyName: "status not accepted", failure: FailureStatus},
 		{name: "http 500 accepted by its codes", target: Target{v4, with(web, func(c *Check) { c.Path, c.StatusCodes = "/fail", "200-399,500" })}, pass: true},
 		{name: "http 302 elsewhere judged as 302, accepted", target: Target{v4, with(web, func(c *Check) { c.Path = "/redirect" })}, pass: true},
 		{name: "http 302 elsewhere judged as 302, not accepted", target: Target{v4, with(web, func(c *Check) { c.Path, c.StatusCodes = "/redirect", "200" })},
-			why: errorIs(errStatus), whyName: "status not accepted"},
+			why: errorIs(errStatus), whyName: "status not accepted", failure: FailureStatus},
 		{name: "https db.test signed by the CA", target: Target{v4, secure}, pass: true},
 		{name: "https db.test signed by the CA ipv6", target: Target{v6, secure}, pass: true},
 		{name: "https name mismatch", target: Target{v4, with(secure, func(c *Check) { c.ServerName = "other.test" })},
-			why: isHostname, whyName: "x509.HostnameError"},
+			why: isHostname, whyName: "x509.HostnameError", failure: FailureTLS},
 		// The first probe with the system's roots loads them: slow under
 		// the race detector, hence the longer timeout.
 		{name: "https system roots", target: Target{v4, with(secure, func(c *Check) { c.CAPEM, c.Timeout = "", 10*time.Second })},
-			why: isUnknownCA, whyName: "unknown authority"},
-		{name: "https bad CA PEM", target: Target{v4, with(secure, func(c *Check) { c.CAPEM = "not a certificate" })}},
+			why: isUnknownCA, whyName: "unknown authority", failure: FailureTLS},
+		{name: "https bad CA PEM", target: Target{v4, with(secure, func(c *Check) { c.CAPEM = "not a certificate" })}, failure: FailureConfig},
+		// net/http says so in a plain error: the category is "other".
+		{name: "https to a plain HTTP server", target: Target{v4, with(secure, func(c *Check) { c.Port = httpPort })}, failure: FailureOther},
 		{name: "grpc SERVING", target: Target{v4, rpc}, pass: true},
 		{name: "grpc SERVING ipv6", target: Target{v6, rpc}, pass: true},
 		{name: "grpc server overall", target: Target{v4, with(rpc, func(c *Check) { c.GRPCService = "" })}, pass: true},
 		{name: "grpc NOT_SERVING", target: Target{v4, with(rpc, func(c *Check) { c.GRPCService = "cache" })},
-			why: errorIs(errNotServing), whyName: "not serving"},
-		{name: "grpc unknown service", target: Target{v4, with(rpc, func(c *Check) { c.GRPCService = "nothing" })}},
-		{name: "grpc on a stopped port", target: Target{v4, with(rpc, func(c *Check) { c.Port = stoppedPort })}},
+			why: errorIs(errNotServing), whyName: "not serving", failure: FailureNotServing},
+		{name: "grpc unknown service", target: Target{v4, with(rpc, func(c *Check) { c.GRPCService = "nothing" })}, failure: FailureNotServing},
+		{name: "grpc on a stopped port", target: Target{v4, with(rpc, func(c *Check) { c.Port = stoppedPort })}, failure: FailureUnavailable},
 		{name: "http slow answer times out", target: Target{v4, with(web, func(c *Check) { c.Path, c.Timeout = "/slow", 200*time.Millisecond })},
-			why: errorIs(context.DeadlineExceeded), whyName: "deadline exceeded", within: 1500 * time.Millisecond},
+			why: errorIs(context.DeadlineExceeded), whyName: "deadline exceeded", within: 1500 * time.Millisecond, failure: FailureTimeout},
 	}
 	p := New(Options{Dial: lab.Node.Dial})
 	for _, tc := range cases {
@@ -151,6 +168,8 @@ func TestChecks(t *testing.T) {
 				t.Errorf("%s: want fail, got pass", tc.target)
 			case !tc.pass && tc.why != nil && !tc.why(err):
 				t.Errorf("%s: want a failure of %s, got %v", tc.target, tc.whyName, err)
+			case !tc.pass && failureOf(err) != tc.failure:
+				t.Errorf("%s: failure %q (%v), want %q", tc.target, failureOf(err), err, tc.failure)
 			}
 			if tc.within > 0 && took >= tc.within {
 				t.Errorf("%s: took %v, want under %v", tc.target, took, tc.within)
@@ -160,6 +179,86 @@ func TestChecks(t *testing.T) {
 	}
 	if n := landed.Load(); n != 0 {
 		t.Errorf("the host a redirect named got %d requests, want 0: redirects must not be followed", n)
+	}
+}
+
+// TestFailureOf: errors as the dialer, TLS, HTTP and gRPC stacks wrap
+// them fall in one category each, and an unknown error in "other".
+func TestFailureOf(t *testing.T) {
+	dial := func(errno syscall.Errno) error {
+		return &url.Error{Op: "Get", URL: "http://192.0.2.1/", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)}}
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want Failure
+	}{
+		{"pass", nil, ""},
+		{"refused", dial(syscall.ECONNREFUSED), FailureRefused},
+		{"host unreachable", dial(syscall.EHOSTUNREACH), FailureUnreachable},
+		{"network unreachable", dial(syscall.ENETUNREACH), FailureUnreachable},
+		{"reset", dial(syscall.ECONNRESET), FailureReset},
+		{"closed before an answer", &url.Error{Op: "Get", Err: io.EOF}, FailureReset},
+		{"dial timeout", &net.OpError{Op: "dial", Err: os.ErrDeadlineExceeded}, FailureTimeout},
+		{"context deadline", fmt.Errorf("get: %w", context.DeadlineExceeded), FailureTimeout},
+		{"status", fmt.Errorf("%w: %d", errStatus, 503), FailureStatus},
+		{"unknown authority", &url.Error{Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, FailureTLS},
+		{"tls alert", &url.Error{Err: tls.AlertError(40)}, FailureTLS},
+		{"not TLS", &url.Error{Err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}}, FailureTLS},
+		{"no CA", errNoCA, FailureConfig},
+		{"grpc not serving", fmt.Errorf("%w: NOT_SERVING", errNotServing), FailureNotServing},
+		{"grpc unknown service", status.Error(codes.NotFound, "unknown service"), FailureNotServing},
+		{"grpc unavailable", status.Error(codes.Unavailable, "connection refused"), FailureUnavailable},
+		{"grpc deadline", status.Error(codes.DeadlineExceeded, "deadline"), FailureTimeout},
+		{"anything else", errors.New("something"), FailureOther},
+	} {
+		if got := failureOf(c.err); got != c.want {
+			t.Errorf("%s: failureOf(%v) = %q, want %q", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+// TestFailureDetailOnlyInTheLog: when a verdict changes, the controller's
+// log at V(1) says why (the category, and the error with the code); the
+// prober gives its callers nothing but the verdict.
+func TestFailureDetailOnlyInTheLog(t *testing.T) {
+	lab := newLab(t)
+	h := addHost(t, lab, "a")
+	serveHTTP(t, h, httpPort, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+	}), nil)
+	var mu sync.Mutex
+	var lines []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{Verbosity: 1})
+	p := New(Options{Dial: lab.Node.Dial, Waker: &fakeWaker{}})
+	startIn(log.IntoContext(context.Background(), logger), t, p)
+	target := Target{h.Addr4.String(), Check{Kind: HTTP, Port: httpPort, Path: "/", Period: 100 * time.Millisecond,
+		Timeout: 50 * time.Millisecond, FailureThreshold: 1, SuccessThreshold: 1, InitialReady: true}}
+	p.Sync(types.NamespacedName{Namespace: "default", Name: "db"}, []Target{target})
+	logged := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range lines {
+			if strings.Contains(l, "probe verdict changed") {
+				return l
+			}
+		}
+		return ""
+	}
+	if !waitFor(5*time.Second, func() bool { return logged() != "" }) {
+		t.Fatalf("no verdict change logged at V(1); lines %q", lines)
+	}
+	for _, want := range []string{`"failure"="status"`, "418", `"ready"=false`} {
+		if !strings.Contains(logged(), want) {
+			t.Errorf("log %q does not say %s", logged(), want)
+		}
+	}
+	if ready, known := p.Verdict(target); ready || !known {
+		t.Errorf("verdict ready=%v known=%v, want a known failure", ready, known)
 	}
 }
 
@@ -419,7 +518,7 @@ func TestMetricsHaveNoEndpointLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := map[string]bool{"kind": true, "result": true}
+	allowed := map[string]bool{"kind": true, "result": true, "reason": true}
 	seen := map[string]bool{}
 	values := map[string]bool{}
 	for _, mf := range mfs {
@@ -430,7 +529,7 @@ func TestMetricsHaveNoEndpointLabels(t *testing.T) {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if !allowed[l.GetName()] {
-					t.Errorf("%s has label %s=%q; want only kind and result", mf.GetName(), l.GetName(), l.GetValue())
+					t.Errorf("%s has label %s=%q; want only kind, result and reason", mf.GetName(), l.GetName(), l.GetValue())
 				}
 				if strings.Contains(l.GetValue(), addr) || strings.Contains(l.GetValue(), "db") {
 					t.Errorf("%s has label %s=%q, which names an endpoint or backend", mf.GetName(), l.GetName(), l.GetValue())
@@ -440,14 +539,14 @@ func TestMetricsHaveNoEndpointLabels(t *testing.T) {
 		}
 	}
 	for _, name := range []string{
-		"backendslice_probe_results_total", "backendslice_probe_duration_seconds",
+		"backendslice_probe_results_total", "backendslice_probe_failures_total", "backendslice_probe_duration_seconds",
 		"backendslice_probe_lateness_seconds", "backendslice_probe_targets",
 	} {
 		if !seen[name] {
 			t.Errorf("metric %s not gathered", name)
 		}
 	}
-	for _, v := range []string{"kind=tcp", "kind=http", "result=pass", "result=fail"} {
+	for _, v := range []string{"kind=tcp", "kind=http", "result=pass", "result=fail", "reason=refused"} {
 		if !values[v] {
 			t.Errorf("no probe metric labelled %s; got %v", v, values)
 		}

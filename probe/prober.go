@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Waker is told which backends to reconcile when a verdict they use changes.
@@ -364,9 +365,10 @@ func (p *Prober) probe(ctx context.Context, e *entry, from *tenant, due time.Tim
 	from.inFlight--
 	p.dropIdle(from)
 	var wake []types.NamespacedName
+	changed := false
 	if !e.removed {
 		if !stopped {
-			if e.record(err == nil) {
+			if changed = e.record(err == nil); changed {
 				for b := range e.owners {
 					wake = append(wake, b)
 				}
@@ -382,6 +384,13 @@ func (p *Prober) probe(ctx context.Context, e *entry, from *tenant, due time.Tim
 		heap.Push(&e.tenant.queue, e)
 	}
 	p.mu.Unlock()
+	if changed {
+		// Why a probe failed (a status code, a TLS error, refused or
+		// timed out) is for the platform team only: the backends' status
+		// says pass or fail.
+		log.FromContext(ctx).V(1).Info("probe verdict changed", "target", e.target.String(),
+			"ready", err == nil, "failure", failureOf(err), "error", err)
+	}
 	select {
 	case p.kick <- struct{}{}:
 	default:

@@ -201,7 +201,13 @@ func (w *fakeWaker) total() int {
 // return within 5 s of its context ending.
 func start(t *testing.T, p *Prober) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	startIn(context.Background(), t, p)
+}
+
+// startIn is start with a parent context (carrying a logger).
+func startIn(parent context.Context, t *testing.T, p *Prober) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(parent)
 	errc := make(chan error, 1)
 	go func() { errc <- p.Start(ctx) }()
 	t.Cleanup(func() {
