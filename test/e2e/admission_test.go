@@ -53,6 +53,7 @@ const (
 	consulMetaKeys    = "spec.sources[].consul.nodeMeta: keys are letters, digits, '-' and '_'"
 	consulMetaBounds  = "spec.sources[].consul.nodeMeta: keys are 1 to 128 characters and values at most 512"
 	drainNotADuration = "spec.drainPeriod: not a duration; write a number and a unit (h, m, s, ms), such as 30s, 5m or 1h"
+	probePath         = "probe.http.path: write '/' and a path, then a query after '?' if any, of letters, digits, -._~!$&'()*+,;=:@/ and %XX escapes; no spaces, '#' or other characters"
 )
 
 // mapped is the message for an IPv4-mapped IPv6 address in dotted form.
@@ -107,6 +108,11 @@ func consulOf(fields string) string {
 // drain is a spec with a static source and spec.drainPeriod d.
 func drain(d string) string {
 	return fmt.Sprintf(`{"drainPeriod":%q,"sources":[{"name":"s","static":{"endpoints":[{"address":"192.0.2.10"}]}}]}`, d)
+}
+
+// probed is a spec with a static source and an HTTP probe of path.
+func probed(path string) string {
+	return fmt.Sprintf(`{"probe":{"http":{"path":%q}},"sources":[{"name":"s","static":{"endpoints":[{"address":"192.0.2.10"}]}}]}`, path)
 }
 
 // refusedSpecs are specs admission must refuse with exactly the causes given:
@@ -202,6 +208,16 @@ var refusedSpecs = []struct {
 	{"consul node meta value of 513 characters", consulOf(`,"nodeMeta":{"rack":"` + strings.Repeat("v", 513) + `"}`), []cause{{consul + ".nodeMeta", consulMetaBounds}}},
 	{"consul empty node meta key", consulOf(`,"nodeMeta":{"":"1"}`), []cause{{consul + ".nodeMeta", consulMetaBounds}}},
 
+	// Probe paths and queries: what a URL's path and query hold, bounded.
+	{"probe path with a space", probed("/a b"), []cause{{"spec.probe.http.path", probePath}}},
+	{"probe path with a fragment", probed("/health#x"), []cause{{"spec.probe.http.path", probePath}}},
+	{"probe path with a header", probed("/a\r\nHost: other"), []cause{{"spec.probe.http.path", probePath}}},
+	{"probe path with a bad escape", probed("/a%zz"), []cause{{"spec.probe.http.path", probePath}}},
+	{"probe path without a slash", probed("health"), []cause{{"spec.probe.http.path", probePath}}},
+	// Too long for its rule to run, which the API server says too.
+	{"probe path of 257 characters", probed("/" + strings.Repeat("a", 256)), []cause{{"spec.probe.http.path", "may not be more than 256 bytes"},
+		{"<nil>", "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"}}},
+
 	// Drain period.
 	{"drain period of 2h", drain("2h"), []cause{{"spec.drainPeriod", "spec.drainPeriod: 2h is longer than the maximum of 1h; use 1h or less"}}},
 	{"drain period just over 1h", drain("1h0m0.001s"), []cause{{"spec.drainPeriod", "spec.drainPeriod: 1h0m0.001s is longer than the maximum of 1h; use 1h or less"}}},
@@ -230,6 +246,8 @@ var acceptedSpecs = []struct{ name, spec string }{
 	{"consul service with dots and underscores", one("consul", `{"service":"web.v2_api-1"}`)},
 	{"dns names", `{"sources":[{"name":"a","dns":{"name":"db.example.com."}},{"name":"b","dns":{"name":"_db._tcp.Example.COM"}},
 		{"name":"c","dns":{"name":"1e100.net"}},{"name":"d","dns":{"name":"cluster.local.example.com"}}]}`},
+	{"probe path and query", probed("/health/ready?verbose=1&x=a%2Fb")},
+	{"probe path of 256 characters", probed("/" + strings.Repeat("a", 255))},
 	{"drain period of 1h", drain("1h")},
 	{"drain period of 0s", drain("0s")},
 	{"drain period of 0", drain("0")},

@@ -91,15 +91,19 @@ func run(m *testing.M) int {
 	})
 }
 
-// serveHTTP serves 200 with the host's name, and 500 on /fail.
+// serveHTTP serves 200 with the host's name, 500 on /fail and 404 on
+// /missing.
 func serveHTTP(h *netlab.Host) error {
 	l, err := h.Namespace().Listen("tcp", ":"+strconv.Itoa(httpPort))
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/fail" {
+		switch r.URL.Path {
+		case "/fail":
 			w.WriteHeader(http.StatusInternalServerError)
+		case "/missing":
+			w.WriteHeader(http.StatusNotFound)
 		}
 		_, _ = io.WriteString(w, h.Name)
 	})}
@@ -107,7 +111,7 @@ func serveHTTP(h *netlab.Host) error {
 	return nil
 }
 
-// addressLog counts connections by host address.
+// addressLog counts connections by host address, and by host and port.
 type addressLog struct {
 	mu   sync.Mutex
 	seen map[string]int
@@ -118,8 +122,10 @@ func (l *addressLog) add(address string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seen[host]++
+	l.seen[address]++
 }
 
+// count is the connections to host, an address or an address:port.
 func (l *addressLog) count(host string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -273,6 +279,8 @@ func TestHTTPStatusDecides(t *testing.T) {
 	p.Port = ptr.To[int32](httpPort)
 	p.HTTP = &v1alpha1.HTTPProbe{Path: "/fail"}
 	xb := backend(ns, p, "a", "b")
+	// Probes go to target ports only: the Service targets the HTTP port.
+	xb.Spec.Service.Ports = append(xb.Spec.Service.Ports, v1alpha1.ServicePort{Name: "web", Port: 8080, TargetPort: ptr.To[int32](httpPort)})
 	// Source b probes "/", source a "/fail".
 	xb.Spec.Sources = []v1alpha1.Source{
 		{Name: "failing", Static: &v1alpha1.StaticSource{Endpoints: []v1alpha1.StaticEndpoint{{Address: hosts["a"].Addr4.String()}}}},
