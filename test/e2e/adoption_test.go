@@ -57,12 +57,15 @@ func handWrittenSlice(t *testing.T, ns, name, managedBy string, addrs ...string)
 // legacyEndpoints is an Endpoints object for Service db with addrs ready on pg 5432.
 func legacyEndpoints(t *testing.T, ns string, addrs ...string) *corev1.Endpoints { //nolint:staticcheck // the legacy object adoption retires
 	t.Helper()
-	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}} //nolint:staticcheck // as above
-	sub := corev1.EndpointSubset{Ports: []corev1.EndpointPort{{Name: "pg", Port: 5432, Protocol: corev1.ProtocolTCP}}}
+	ports := []corev1.EndpointPort{{Name: "pg", Port: 5432, Protocol: corev1.ProtocolTCP}}
+	var ips []corev1.EndpointAddress
 	for _, a := range addrs {
-		sub.Addresses = append(sub.Addresses, corev1.EndpointAddress{IP: a})
+		ips = append(ips, corev1.EndpointAddress{IP: a})
 	}
-	ep.Subsets = []corev1.EndpointSubset{sub}
+	ep := &corev1.Endpoints{ //nolint:staticcheck // the legacy object adoption retires
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+		Subsets:    []corev1.EndpointSubset{{Addresses: ips, Ports: ports}}, //nolint:staticcheck // as above
+	}
 	framework.Create(t, ep)
 	return ep
 }
@@ -74,7 +77,11 @@ func legacyEndpoints(t *testing.T, ns string, addrs ...string) *corev1.Endpoints
 // returns those moments, or says that floor was never reached.
 func readyFloor(t *testing.T, ns string, floor ...string) (stop func() []string) {
 	t.Helper()
-	w, err := framework.E().Client.(client.WithWatch).Watch(context.Background(), &discoveryv1.EndpointSliceList{},
+	watcher, ok := framework.E().Client.(client.WithWatch)
+	if !ok {
+		t.Fatal("the framework's client cannot watch")
+	}
+	w, err := watcher.Watch(context.Background(), &discoveryv1.EndpointSliceList{},
 		client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: "db"})
 	if err != nil {
 		t.Fatal(err)

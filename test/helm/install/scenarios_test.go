@@ -226,7 +226,7 @@ var adoptLegacy = scenario{
 		})
 		framework.Create(t, &corev1.Endpoints{ //nolint:staticcheck // the legacy object adoption retires
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backendName},
-			Subsets: []corev1.EndpointSubset{{
+			Subsets: []corev1.EndpointSubset{{ //nolint:staticcheck // as above
 				Addresses: []corev1.EndpointAddress{{IP: ipv4a}},
 				Ports:     []corev1.EndpointPort{{Name: "pg", Port: 5432, Protocol: corev1.ProtocolTCP}},
 			}},
