@@ -222,6 +222,12 @@ func apiServerCacheOptions(mgr ctrl.Manager) cache.Options {
 // watchHosts wraps inner in clusterHosts and returns the watches that keep
 // it current and have every backend judged again when a host changes.
 func (r *Reconciler) watchHosts(mgr ctrl.Manager, inner clusterNetworks) (*clusterHosts, []source.Source, error) {
+	h := &clusterHosts{inner: inner, nodes: r.Client, apiServer: r.HostsReader, podRanges: r.Config.DenyPodCIDRs}
+	nodes := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *corev1.Node) []ctrl.Request { return r.backends(ctx) })
+	watches := []source.Source{source.Kind(mgr.GetCache(), &corev1.Node{}, nodes, counted(h, h.nodeKey))}
+	if h.apiServer != nil {
+		return h, watches, nil
+	}
 	apiServer, err := cache.New(mgr.GetConfig(), apiServerCacheOptions(mgr))
 	if err != nil {
 		return nil, nil, fmt.Errorf("making the cache of the API server's EndpointSlices: %w", err)
@@ -229,15 +235,12 @@ func (r *Reconciler) watchHosts(mgr ctrl.Manager, inner clusterNetworks) (*clust
 	if err := mgr.Add(apiServer); err != nil {
 		return nil, nil, err
 	}
-	h := &clusterHosts{inner: inner, nodes: r.Client, apiServer: apiServer, podRanges: r.Config.DenyPodCIDRs}
-	nodes := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *corev1.Node) []ctrl.Request { return r.backends(ctx) })
+	h.apiServer = apiServer
 	apiSlices := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *discoveryv1.EndpointSlice) []ctrl.Request {
 		return r.backends(ctx)
 	})
-	return h, []source.Source{
-		source.Kind(mgr.GetCache(), &corev1.Node{}, nodes, counted(h, h.nodeKey)),
-		source.Kind[*discoveryv1.EndpointSlice](apiServer, &discoveryv1.EndpointSlice{}, apiSlices, counted(h, sliceAddresses)),
-	}, nil
+	return h, append(watches,
+		source.Kind[*discoveryv1.EndpointSlice](apiServer, &discoveryv1.EndpointSlice{}, apiSlices, counted(h, sliceAddresses))), nil
 }
 
 // nodeKey is what clusterHosts reads of a Node.

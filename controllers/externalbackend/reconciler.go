@@ -43,6 +43,10 @@ type Reconciler struct {
 	Prober Prober
 	// Workers is how many backends are reconciled at once.
 	Workers int
+	// HostsReader, when set, reads the API server's own EndpointSlices
+	// (default/kubernetes) instead of a cache of its own started with the
+	// manager: for tests that reconcile by hand, with no manager running.
+	HostsReader client.Reader
 
 	validate *validator.Validate
 	// connections reads BackendProviders and their Secrets.

@@ -78,10 +78,13 @@ func newReconciler(t *testing.T, mgr ctrl.Manager, c client.Client) *externalbac
 	r := &externalbackend.Reconciler{
 		Client:    c,
 		APIReader: mgr.GetAPIReader(),
-		Events:    mgr.GetEventRecorder("backendslice"),
-		Providers: reg,
-		Config:    framework.TestConfig(),
-		Metrics:   metrics,
+		// The managers of these tests are never started: the API
+		// server's own slices are read directly.
+		HostsReader: directClient(t),
+		Events:      mgr.GetEventRecorder("backendslice"),
+		Providers:   reg,
+		Config:      framework.TestConfig(),
+		Metrics:     metrics,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
