@@ -22,8 +22,9 @@ import (
 //     updates and deletes of the slice as read, creates under a free name,
 //     no addressType change;
 //   - checkInvariants holds on the result: each desired endpoint exactly
-//     once, up to date, nothing else published, every slice 1..max
-//     endpoints of its own family with the template's metadata, and a second
+//     once (but those the bound on slices leaves out), up to date, nothing
+//     else published, every slice 1..size endpoints of its own family with
+//     the template's metadata, no more slices than the bound, and a second
 //     run over the result plans nothing (no write when nothing changed);
 //   - every endpoint written carries exactly one address;
 //   - the plan does not depend on the order of the existing slices, and
@@ -101,7 +102,8 @@ var fuzzFamilies = []struct {
 // fuzzInput decodes a planning input, a byte a choice: the limit, the
 // template's labels and annotations, the desired groups (family, ports,
 // endpoints each), the existing slices (name, family, ports, metadata drift,
-// endpoints each, some with an extra address) and the foreign names taken.
+// endpoints each, some with an extra address), the foreign names taken and
+// the bound on slices.
 func fuzzInput(data []byte) Input {
 	b := fuzzBytes(data)
 	in := Input{Template: template(), MaxEndpointsPerSlice: []int{0, 1, 2, 3, 4, 7, 1000, 5000}[b.next()%8]}
@@ -149,6 +151,7 @@ func fuzzInput(data []byte) Input {
 			in.TakenNames.Insert(name)
 		}
 	}
+	in.MaxSlices = []int{0, 0, 1, 2, 3, 5}[b.next()%6]
 	return in
 }
 

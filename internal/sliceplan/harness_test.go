@@ -178,12 +178,25 @@ func apply(t *testing.T, in Input, p Plan) []discoveryv1.EndpointSlice {
 // and a second run over the result writes nothing.
 func checkInvariants(t *testing.T, in Input, got []discoveryv1.EndpointSlice) {
 	t.Helper()
+	ref := Compute(in)
+	leftOut := sets.New[string]()
+	for _, g := range ref.LeftOut {
+		for i := range g.Endpoints {
+			leftOut.Insert(GroupKey(g.AddressType, g.Ports) + " " + firstAddress(&g.Endpoints[i]))
+		}
+	}
+	if in.MaxSlices > 0 && len(got) > in.MaxSlices {
+		t.Errorf("%d slices, more than the bound of %d", len(got), in.MaxSlices)
+	}
+	if ref.Size < in.maxPerSlice() || ref.Size > apiMaxEndpointsPerSlice || (in.MaxSlices == 0 && ref.Size != in.maxPerSlice()) {
+		t.Errorf("slice size %d, want %d, or up to 1000 under a bound on slices", ref.Size, in.maxPerSlice())
+	}
 	want := map[string]map[string]*discoveryv1.Endpoint{}
 	for _, g := range in.Desired {
 		key := GroupKey(g.AddressType, g.Ports)
 		for i := range g.Endpoints {
 			ep := &g.Endpoints[i]
-			if firstAddress(ep) == "" {
+			if firstAddress(ep) == "" || leftOut.Has(key+" "+firstAddress(ep)) {
 				continue
 			}
 			if want[key] == nil {
@@ -196,8 +209,8 @@ func checkInvariants(t *testing.T, in Input, got []discoveryv1.EndpointSlice) {
 	}
 	placed := map[string]string{}
 	for _, s := range got {
-		if n := len(s.Endpoints); n == 0 || n > in.maxPerSlice() {
-			t.Errorf("slice %s holds %d endpoints, want 1..%d", s.Name, n, in.maxPerSlice())
+		if n := len(s.Endpoints); n == 0 || n > ref.Size {
+			t.Errorf("slice %s holds %d endpoints, want 1..%d", s.Name, n, ref.Size)
 		}
 		if !maps.Equal(s.Labels, in.Template.Labels) || !maps.Equal(s.Annotations, in.Template.Annotations) ||
 			!reflect.DeepEqual(s.OwnerReferences, []metav1.OwnerReference{in.Template.Owner}) {
@@ -303,9 +316,9 @@ func scribble(p Plan) {
 }
 
 // TestRandomizedChurn walks seeded random sequences of changes (endpoints
-// coming, going and draining, families appearing and vanishing, port, label
-// and limit changes) with stale-cache duplicates and metadata drift injected
-// on the way, and checks after every step that the plan leaves the
+// coming, going and draining, families appearing and vanishing, port, label,
+// limit and bound changes) with stale-cache duplicates and metadata drift
+// injected on the way, and checks after every step that the plan leaves the
 // invariants behind, is deterministic and leaves its input alone. Steps that
 // only change endpoints in place must write exactly the slices holding them.
 func TestRandomizedChurn(t *testing.T) {
@@ -319,7 +332,7 @@ func TestRandomizedChurn(t *testing.T) {
 
 func churn(t *testing.T, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 0))
-	tmpl, port, limit := template(), int32(5432), 100
+	tmpl, port, limit, bound := template(), int32(5432), 100, 0
 	foreign := sets.New("db-ipv4-1", "db-ipv6-0", "db-fqdn-2")
 	families := []struct {
 		at   discoveryv1.AddressType
@@ -381,6 +394,9 @@ func churn(t *testing.T, seed uint64, steps int) {
 			tmpl.Labels["tier"] = []string{"gold", "silver"}[rng.IntN(2)]
 		default:
 			limit = []int{2, 10, 50, 100, 1000}[rng.IntN(5)]
+			// 8 slices take every family's pool at 1000 a slice: the bound
+			// raises the size, and never leaves an endpoint out.
+			bound = []int{0, 8, 20, 60}[rng.IntN(4)]
 		}
 
 		var desired []Group
@@ -415,7 +431,7 @@ func churn(t *testing.T, seed uint64, steps int) {
 			inPlace = nil
 		}
 
-		in := Input{Template: tmpl, Desired: desired, Existing: state, TakenNames: names(state).Union(foreign), MaxEndpointsPerSlice: limit}
+		in := Input{Template: tmpl, Desired: desired, Existing: state, TakenNames: names(state).Union(foreign), MaxEndpointsPerSlice: limit, MaxSlices: bound}
 		before := cloneInput(in)
 		plan := Compute(in)
 		if !reflect.DeepEqual(plan, Compute(in)) {

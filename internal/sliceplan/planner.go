@@ -103,6 +103,11 @@ type Input struct {
 	// MaxEndpointsPerSlice is 1..1000; 0 means the default of 100, and larger
 	// values are capped at the API server's limit of 1000.
 	MaxEndpointsPerSlice int
+	// MaxSlices bounds the slices of the Service (0: no bound). Where the
+	// endpoints would need more at MaxEndpointsPerSlice, slices hold more,
+	// up to 1000; only what does not fit even then is left out (see
+	// size.go).
+	MaxSlices int
 }
 
 // Plan is the set of writes that brings the slices to the desired state.
@@ -120,6 +125,13 @@ type Plan struct {
 	// Delete holds slices as read; Name, UID and ResourceVersion serve as
 	// delete preconditions.
 	Delete []*discoveryv1.EndpointSlice
+	// Size is the most endpoints a slice holds under the plan: the limit
+	// asked for, or more where MaxSlices needs it.
+	Size int
+	// LeftOut holds the desired endpoints no slice holds, by group,
+	// because the groups need more than MaxSlices slices even at 1000
+	// endpoints a slice.
+	LeftOut []Group
 }
 
 // Empty reports whether the plan writes nothing, which is the steady state.
@@ -159,29 +171,16 @@ func (p Plan) Places(existing []discoveryv1.EndpointSlice) bool {
 // exactly the desired endpoints. It never changes its input, and the same
 // input, in any order, always yields the same plan.
 func Compute(in Input) Plan {
-	limit := in.maxPerSlice()
-
-	desired := map[string]*Group{}
-	for _, g := range in.Desired {
-		key := GroupKey(g.AddressType, g.Ports)
-		for _, ep := range g.Endpoints {
-			if firstAddress(&ep) == "" {
-				continue
-			}
-			if desired[key] == nil {
-				desired[key] = &Group{AddressType: g.AddressType, Ports: g.Ports}
-			}
-			desired[key].Endpoints = append(desired[key].Endpoints, ep)
-		}
-	}
+	desired := desiredGroups(in.Desired)
 	existing := map[string][]*discoveryv1.EndpointSlice{}
 	for i := range in.Existing {
 		s := &in.Existing[i]
 		key := GroupKey(s.AddressType, s.Ports)
 		existing[key] = append(existing[key], s)
 	}
+	b := in.bound(desired, existing)
 
-	var plan Plan
+	plan := Plan{Size: b.size, LeftOut: b.leftOut}
 	for _, key := range sets.List(sets.KeySet(desired).Union(sets.KeySet(existing))) {
 		g, olds := desired[key], existing[key]
 		slices.SortFunc(olds, byName)
@@ -192,7 +191,7 @@ func Compute(in Input) Plan {
 			}
 			continue
 		}
-		for _, d := range planGroup(in.Template, g, olds, limit) {
+		for _, d := range planGroup(in.Template, g, olds, b.size, b.budgets[key]) {
 			switch {
 			case d.old == nil:
 				plan.Create = append(plan.Create, d.build(in.Template, g))
@@ -212,7 +211,29 @@ func Compute(in Input) Plan {
 	return plan
 }
 
-// maxPerSlice is the effective endpoint limit of one slice.
+// desiredGroups merges the groups of the same address type and port set,
+// each address once (the first wins), without endpoints that have none.
+func desiredGroups(groups []Group) map[string]*Group {
+	desired := map[string]*Group{}
+	seen := sets.New[string]()
+	for _, g := range groups {
+		key := GroupKey(g.AddressType, g.Ports)
+		for _, ep := range g.Endpoints {
+			addr := firstAddress(&ep)
+			if addr == "" || seen.Has(key+" "+addr) {
+				continue
+			}
+			seen.Insert(key + " " + addr)
+			if desired[key] == nil {
+				desired[key] = &Group{AddressType: g.AddressType, Ports: g.Ports}
+			}
+			desired[key].Endpoints = append(desired[key].Endpoints, ep)
+		}
+	}
+	return desired
+}
+
+// maxPerSlice is the endpoint limit of one slice asked for.
 func (in Input) maxPerSlice() int {
 	if in.MaxEndpointsPerSlice < 1 {
 		return defaultMaxEndpointsPerSlice
@@ -228,12 +249,16 @@ type draft struct {
 	old   *discoveryv1.EndpointSlice
 	eps   []*discoveryv1.Endpoint
 	dirty bool // the slice is written (created, updated or deleted) anyway
+	// retired slices gave their endpoints up to bring the group within its
+	// budget of slices: they are deleted (or recycled), never refilled.
+	retired bool
 }
 
 // planGroup runs the three steps for one group against the slices of ours
 // with the same address type and port set (sorted by name), and returns the
-// drafts: existing slices in name order, then the slices to create.
-func planGroup(t Template, g *Group, olds []*discoveryv1.EndpointSlice, limit int) []*draft {
+// drafts: existing slices in name order, then the slices to create. A
+// budget above zero is the most slices the group may end with.
+func planGroup(t Template, g *Group, olds []*discoveryv1.EndpointSlice, limit, budget int) []*draft {
 	want := make(map[string]*discoveryv1.Endpoint, len(g.Endpoints))
 	for i := range g.Endpoints {
 		ep := &g.Endpoints[i]
@@ -241,10 +266,54 @@ func planGroup(t Template, g *Group, olds []*discoveryv1.EndpointSlice, limit in
 			want[firstAddress(ep)] = ep
 		}
 	}
+	drafts := keepInPlace(t, olds, want, limit)
+	rest := slices.Collect(maps.Values(want))
+	if budget > 0 {
+		rest = retire(drafts, rest, budget)
+	}
+	slices.SortFunc(rest, func(a, b *discoveryv1.Endpoint) int { return CompareAddresses(firstAddress(a), firstAddress(b)) })
+	full := func() bool { return budget > 0 && live(drafts) >= budget }
 
-	// Step 1: keep the desired endpoints where they are, replacing those that
-	// changed; drop the others. Deleting an endpoint from want once it is kept
-	// means a second slice holding it (stale cache, two writers) drops it.
+	// Step 2: fill the slices written anyway, fullest first, so that the
+	// additions cost no extra write and the slices end up packed; an empty
+	// one only while the budget allows another slice.
+	var changing []*draft
+	for _, d := range drafts {
+		if d.dirty && !d.retired {
+			changing = append(changing, d)
+		}
+	}
+	slices.SortStableFunc(changing, func(a, b *draft) int { return cmp.Compare(len(b.eps), len(a.eps)) })
+	for _, d := range changing {
+		if len(d.eps) > 0 || !full() {
+			rest = d.fill(rest, limit)
+		}
+	}
+
+	// Step 3: one untouched slice that can take everything left costs one
+	// update; otherwise new slices, filled to the limit, cost one create each
+	// instead of several updates; past the budget, the slices with the most
+	// room take the rest instead.
+	for len(rest) > 0 {
+		d := fullestFit(drafts, len(rest), limit)
+		if d == nil && full() {
+			d = roomiest(drafts, limit)
+		}
+		if d == nil {
+			d = &draft{}
+			drafts = append(drafts, d)
+		}
+		d.dirty = true
+		rest = d.fill(rest, limit)
+	}
+	return drafts
+}
+
+// keepInPlace is step 1: keep the desired endpoints (want) where they are,
+// replacing those that changed; drop the others. Deleting an endpoint from
+// want once it is kept means a second slice holding it (stale cache, two
+// writers) drops it.
+func keepInPlace(t Template, olds []*discoveryv1.EndpointSlice, want map[string]*discoveryv1.Endpoint, limit int) []*draft {
 	drafts := make([]*draft, 0, len(olds))
 	for _, old := range olds {
 		d := &draft{old: old, dirty: !sameMeta(old, t)}
@@ -266,35 +335,6 @@ func planGroup(t Template, g *Group, olds []*discoveryv1.EndpointSlice, limit in
 		// A slice left empty is written either way (deleted or refilled).
 		d.dirty = d.dirty || len(d.eps) == 0
 		drafts = append(drafts, d)
-	}
-	rest := slices.SortedFunc(maps.Values(want), func(a, b *discoveryv1.Endpoint) int {
-		return compareAddresses(firstAddress(a), firstAddress(b))
-	})
-
-	// Step 2: fill the slices written anyway, fullest first, so that the
-	// additions cost no extra write and the slices end up packed.
-	var changing []*draft
-	for _, d := range drafts {
-		if d.dirty {
-			changing = append(changing, d)
-		}
-	}
-	slices.SortStableFunc(changing, func(a, b *draft) int { return cmp.Compare(len(b.eps), len(a.eps)) })
-	for _, d := range changing {
-		rest = d.fill(rest, limit)
-	}
-
-	// Step 3: one untouched slice that can take everything left costs one
-	// update; otherwise new slices, filled to the limit, cost one create each
-	// instead of several updates.
-	for len(rest) > 0 {
-		d := fullestFit(drafts, len(rest), limit)
-		if d == nil {
-			d = &draft{}
-			drafts = append(drafts, d)
-		}
-		d.dirty = true
-		rest = d.fill(rest, limit)
 	}
 	return drafts
 }
@@ -459,10 +499,10 @@ func firstAddress(ep *discoveryv1.Endpoint) string {
 	return ep.Addresses[0]
 }
 
-// compareAddresses orders IPs numerically, so that 192.0.2.9 comes before
+// CompareAddresses orders IPs numerically, so that 192.0.2.9 comes before
 // 192.0.2.10 and slices read naturally, and other addresses (FQDNs) after
 // them by text.
-func compareAddresses(a, b string) int {
+func CompareAddresses(a, b string) int {
 	x, errX := netip.ParseAddr(a)
 	y, errY := netip.ParseAddr(b)
 	switch {

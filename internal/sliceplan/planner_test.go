@@ -34,6 +34,12 @@ type planCase struct {
 
 	creates, updates, deletes int
 	want                      map[string][]string
+
+	// maxSlices bounds the slices; size, when set, is the slice size the
+	// plan must use, and leftOut the addresses it must leave out.
+	maxSlices int
+	size      int
+	leftOut   []string
 }
 
 func (tc planCase) input() Input {
@@ -43,6 +49,7 @@ func (tc planCase) input() Input {
 		Existing:             tc.existing,
 		TakenNames:           names(tc.existing).Insert(tc.foreign...),
 		MaxEndpointsPerSlice: tc.max,
+		MaxSlices:            tc.maxSlices,
 	}
 	if tc.template != nil {
 		tc.template(&in.Template)
@@ -60,6 +67,16 @@ func runCases(t *testing.T, cases []planCase) {
 			got := [3]int{len(plan.Create), len(plan.Update), len(plan.Delete)}
 			if want := [3]int{tc.creates, tc.updates, tc.deletes}; got != want {
 				t.Errorf("creates, updates, deletes = %v, want %v", got, want)
+			}
+			if tc.size != 0 && plan.Size != tc.size {
+				t.Errorf("slice size %d, want %d", plan.Size, tc.size)
+			}
+			var left []string
+			for _, g := range plan.LeftOut {
+				left = append(left, g.addresses()...)
+			}
+			if !slices.Equal(left, tc.leftOut) {
+				t.Errorf("left out %s, want %s", brief(left), brief(tc.leftOut))
 			}
 			after := apply(t, in, plan)
 			checkPlacement(t, after, tc.want)
