@@ -15,6 +15,14 @@ const (
 	AddressTypeFQDN AddressType = "FQDN"
 )
 
+// DefaultMaxEndpointsPerBackend is the default of the controller's
+// --max-endpoints-per-backend: the most endpoints of one address family
+// one ExternalBackend publishes. The spec's rules on the addresses it
+// lists itself (static endpoints, EC2 instance IDs) repeat the number, as
+// markers cannot name a constant: a spec that lists more than the
+// controller would publish is refused rather than cut.
+const DefaultMaxEndpointsPerBackend = 10000
+
 // ServiceType is how the generated Service is exposed inside the cluster.
 // +kubebuilder:validation:Enum=ClusterIP;Headless
 type ServiceType string
@@ -48,6 +56,9 @@ const (
 
 // ExternalBackendSpec describes an outside backend and the Service that fronts it.
 // +kubebuilder:validation:XValidation:rule="self.addressTypes.exists(t, t == 'FQDN') || !self.sources.exists(s, has(s.static) && s.static.endpoints.exists(e, !e.address.contains(':') && e.address.matches('[a-zA-Z]')))",message="spec.sources[].static.endpoints[].address: a DNS name is published only when spec.addressTypes includes FQDN; add FQDN or use an IP address"
+// +kubebuilder:validation:XValidation:rule="self.sources.map(s, (has(s.static) ? s.static.endpoints.filter(e, !e.address.contains(':') && !e.address.matches('[a-zA-Z]')).size() : 0) + (has(s.awsEC2) && has(s.awsEC2.instanceIDs) ? s.awsEC2.instanceIDs.size() : 0)).sum() <= 10000",message="spec.sources: more than 10000 IPv4 addresses in static endpoints and awsEC2 instanceIDs together; the controller publishes at most 10000 endpoints of an address family per backend (--max-endpoints-per-backend): split the backend into several ExternalBackends"
+// +kubebuilder:validation:XValidation:rule="self.sources.map(s, (has(s.static) ? s.static.endpoints.filter(e, e.address.contains(':')).size() : 0) + (has(s.awsEC2) && has(s.awsEC2.instanceIDs) ? s.awsEC2.instanceIDs.size() : 0)).sum() <= 10000",message="spec.sources: more than 10000 IPv6 addresses in static endpoints and awsEC2 instanceIDs together; the controller publishes at most 10000 endpoints of an address family per backend (--max-endpoints-per-backend): split the backend into several ExternalBackends"
+// +kubebuilder:validation:XValidation:rule="self.sources.map(s, (has(s.static) ? s.static.endpoints.filter(e, !e.address.contains(':') && e.address.matches('[a-zA-Z]')).size() : 0)).sum() <= 10000",message="spec.sources: more than 10000 DNS names in static endpoints; the controller publishes at most 10000 endpoints of an address family per backend (--max-endpoints-per-backend): split the backend into several ExternalBackends"
 type ExternalBackendSpec struct {
 	// service describes the selectorless Service that fronts the backend.
 	// +required

@@ -36,15 +36,19 @@ func TestControllerFlagsRejected(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no workers":             {[]string{"--concurrent=0"}, "--concurrent=0: must be at least 1"},
-		"no requests":            {[]string{"--kube-api-qps=0"}, "--kube-api-qps=0 --kube-api-burst=100: both must be positive"},
-		"slice size":             {[]string{"--max-endpoints-per-slice=0"}, "--max-endpoints-per-slice=0: must be between 1 and 1000"},
-		"negative drain":         {[]string{"--default-drain-period=-1s"}, "--default-drain-period=-1s: must not be negative"},
-		"negative quiet":         {[]string{"--coalesce-quiet=-1s"}, "--coalesce-quiet=-1s: must not be negative"},
-		"max shorter than quiet": {[]string{"--coalesce-quiet=2s", "--coalesce-max=1s"}, "--coalesce-max=1s: must be at least --coalesce-quiet=2s"},
-		"denied CIDR":            {[]string{"--denied-cidrs=10.0.0.1"}, `--denied-cidrs: "10.0.0.1" is not a CIDR`},
-		"slice floor above max":  {[]string{"--min-endpoints-per-slice=200"}, "--min-endpoints-per-slice=200: must be between 0 and --max-endpoints-per-slice=100"},
-		"share above workers":    {[]string{"--namespace-share=5"}, "--namespace-share=5: must be between 0 (one less than --concurrent) and --concurrent=4"},
+		"no workers":              {[]string{"--concurrent=0"}, "--concurrent=0: must be at least 1"},
+		"no requests":             {[]string{"--kube-api-qps=0"}, "--kube-api-qps=0 --kube-api-burst=100: both must be positive"},
+		"slice size":              {[]string{"--max-endpoints-per-slice=0"}, "--max-endpoints-per-slice=0: must be between 1 and 1000"},
+		"negative drain":          {[]string{"--default-drain-period=-1s"}, "--default-drain-period=-1s: must not be negative"},
+		"negative quiet":          {[]string{"--coalesce-quiet=-1s"}, "--coalesce-quiet=-1s: must not be negative"},
+		"max shorter than quiet":  {[]string{"--coalesce-quiet=2s", "--coalesce-max=1s"}, "--coalesce-max=1s: must be at least --coalesce-quiet=2s"},
+		"denied CIDR":             {[]string{"--denied-cidrs=10.0.0.1"}, `--denied-cidrs: "10.0.0.1" is not a CIDR`},
+		"slice floor above max":   {[]string{"--min-endpoints-per-slice=200"}, "--min-endpoints-per-slice=200: must be between 0 and --max-endpoints-per-slice=100"},
+		"share above workers":     {[]string{"--namespace-share=5"}, "--namespace-share=5: must be between 0 (one less than --concurrent) and --concurrent=4"},
+		"negative endpoint limit": {[]string{"--max-endpoints-per-backend=-1"}, "--max-endpoints-per-backend=-1: must be 0 (no limit) or more"},
+		"negative slice limit":    {[]string{"--max-slices-per-backend=-1"}, "--max-slices-per-backend=-1: must be 0 (no limit) or more"},
+		"too few slices for the endpoints": {[]string{"--max-slices-per-backend=29"},
+			"--max-slices-per-backend=29: must be 0 (no limit) or at least 30, the slices that --max-endpoints-per-backend=10000 endpoints of each of the three address families take at 1000 a slice"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -14,6 +14,16 @@ type Config struct {
 	// MinEndpointsPerSlice is the floor of a slice's size, whatever the
 	// spec says (0: none).
 	MinEndpointsPerSlice int32
+	// MaxEndpointsPerBackend bounds the endpoints of each address family
+	// that one backend publishes (0: no bound), so that no backend costs
+	// the controller and the API server more than that much memory and
+	// writes, whatever its sources find.
+	MaxEndpointsPerBackend int
+	// MaxSlicesPerBackend bounds the slices of one backend (0: no bound):
+	// its slices hold more endpoints (up to 1000) rather than be more, so
+	// that a change that touches every slice (a label) costs at most that
+	// many writes.
+	MaxSlicesPerBackend int
 	// MaxProbeTargets bounds the endpoints of one backend that are probed
 	// (0: no bound).
 	MaxProbeTargets int

@@ -35,6 +35,8 @@ type publication struct {
 	sources publish.Attribution
 	// probes is what the probes did to the endpoints.
 	probes probeOutcome
+	// limit names the endpoints left out past --max-endpoints-per-backend.
+	limit string
 	// requeueAfter is when a drain ends or the coalescing window closes.
 	requeueAfter time.Duration
 }
@@ -100,6 +102,9 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		probes:       probes,
 		requeueAfter: drained.NextExpiry,
 	}
+	// Bounded before the coalescing window's fingerprint, so that
+	// endpoints coming and going among those left out hold nothing back.
+	pub.endpoints, pub.draining, pub.limit = r.limitEndpoints(pub.endpoints, pub.draining)
 	for _, t := range xb.Spec.AddressTypes {
 		if t != v1alpha1.AddressTypeFQDN && served(discoveryv1.AddressType(t)) {
 			pub.families = append(pub.families, t)

@@ -161,19 +161,28 @@ func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) pas
 	pass.served = seen.served
 	pub := r.publication(ctx, xb, res, seen)
 	pass.publication = pub
+	if pub.limit != "" {
+		pass.limits = append(pass.limits, pub.limit)
+	}
 	pass.requeueAfter = earliest(pass.requeueAfter, pub.requeueAfter)
 	svc, created, err := r.ensureService(ctx, xb, pub, seen.service)
 	if err != nil {
 		pass.syncErr = err
 		return pass
 	}
-	pass.slices, pass.syncErr = r.syncSlices(ctx, xb, svc, created, pub, seen)
+	var bound sliceBound
+	pass.slices, bound, pass.syncErr = r.syncSlices(ctx, xb, svc, created, pub, seen)
+	// What the slices hold, for status and adoption: the bound on slices
+	// may have left some endpoints out.
+	pub.endpoints = without(pub.endpoints, bound.leftOut)
+	pass.endpoints = pub.endpoints
 	if pass.syncErr == nil {
 		pass.adoption, pass.syncErr = r.completeAdoption(ctx, xb, svc, pub)
 	}
 	if l := r.maxPerSlice(xb).limit; l != "" {
 		pass.limits = append(pass.limits, l)
 	}
+	pass.limits = append(pass.limits, bound.limits...)
 	return pass
 }
 

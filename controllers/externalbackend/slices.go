@@ -42,14 +42,16 @@ func (r *Reconciler) planInput(xb *v1alpha1.ExternalBackend, svc *corev1.Service
 		},
 		Desired:              publish.ZoneHints(publish.Groups(pub.endpoints), xb.Spec.Service.TrafficDistribution, xb.Spec.Service.Annotations),
 		MaxEndpointsPerSlice: int(r.maxPerSlice(xb).size),
+		MaxSlices:            r.Config.MaxSlicesPerBackend,
 	}
 }
 
 // syncSlices plans the fewest slice writes and makes them: creates first,
 // then updates, then deletes, so that an endpoint moving between slices is
-// never missing from all of them. It returns how many slices are ours after.
-// created says this pass created svc.
-func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBackend, svc *corev1.Service, created bool, pub publication, seen observed) (int32, error) {
+// never missing from all of them. It returns how many slices are ours
+// after, and what the bound on slices made of the plan. created says this
+// pass created svc.
+func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBackend, svc *corev1.Service, created bool, pub publication, seen observed) (int32, sliceBound, error) {
 	in := r.planInput(xb, svc, pub)
 	in.Existing, in.TakenNames = onlyOwned(seen.slices, svc), seen.taken
 	plan := sliceplan.Compute(in)
@@ -69,7 +71,7 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 		// the API server's own list when it differs.
 		live, taken, err := r.liveSlices(ctx, svc)
 		if err != nil {
-			return 0, err
+			return 0, sliceBound{}, err
 		}
 		r.state.trustSlices(key, live, in.Existing)
 		if !sameVersions(live, in.Existing) {
@@ -79,23 +81,24 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 	}
 	for _, s := range plan.Create {
 		if err := r.createSlice(ctx, s); err != nil {
-			return 0, err
+			return 0, sliceBound{}, err
 		}
 	}
 	for _, s := range plan.Update {
 		if err := r.update(ctx, s, kindEndpointSlice); err != nil {
-			return 0, fmt.Errorf("updating EndpointSlice %s: %w", s.Name, err)
+			return 0, sliceBound{}, fmt.Errorf("updating EndpointSlice %s: %w", s.Name, err)
 		}
 	}
 	for _, s := range plan.Delete {
 		err := r.remove(ctx, s, kindEndpointSlice, client.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion})
 		if client.IgnoreNotFound(err) != nil {
-			return 0, fmt.Errorf("deleting EndpointSlice %s: %w", s.Name, err)
+			return 0, sliceBound{}, fmt.Errorf("deleting EndpointSlice %s: %w", s.Name, err)
 		}
 	}
 	// No event per sync: it would be a second API write for every slice
 	// write, the very load the planner saves. Status and metrics count them.
-	return int32(len(in.Existing) + len(plan.Create) - len(plan.Delete)), nil
+	bound := r.sliceBoundOf(in, plan, r.maxPerSlice(xb).size)
+	return int32(len(in.Existing) + len(plan.Create) - len(plan.Delete)), bound, nil
 }
 
 // cacheSeesAll tells whether cached, the backend's slices in the cache,

@@ -65,7 +65,7 @@ func TestReleaseLeavesNothing(t *testing.T) {
 	if err := r.create(ctx, svc, kindService); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.syncSlices(ctx, xb, svc, true, pub, observed{served: both}); err != nil {
+	if _, _, err := r.syncSlices(ctx, xb, svc, true, pub, observed{served: both}); err != nil {
 		t.Fatal(err)
 	}
 	before := xb.DeepCopy()

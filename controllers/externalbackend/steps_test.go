@@ -115,6 +115,7 @@ func TestPublication(t *testing.T) {
 		notServed int
 		held      bool
 		requeue   time.Duration
+		limit     string
 	}
 	for _, c := range []struct {
 		name     string
@@ -151,6 +152,11 @@ func TestPublication(t *testing.T) {
 				admissions: []sourceAdmission{{refused: &tenancy.Refusal{Message: "refused"}}}},
 			slices: []publish.Endpoint{old},
 			want:   want{families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
+		{name: "past --max-endpoints-per-backend each family keeps its ready endpoints first; a draining one goes at once", observed: 2, served: both,
+			cfg:    Config{MaxEndpointsPerBackend: 1},
+			answer: answer("192.0.2.10", "2001:db8::1"), slices: []publish.Endpoint{old},
+			want: want{addresses: []string{"192.0.2.10", "2001:db8::1"}, families: []v1alpha1.AddressType{"IPv4", "IPv6"}, requeue: 30 * time.Second,
+				limit: "1 endpoint(s) not published (IPv4 1): past the controller's limit of 1 endpoints of one address family per backend (--max-endpoints-per-backend), which publishes ready endpoints first, then by address"}},
 		{name: "coalescing holds a provider change back: the slices' endpoints stay", observed: 2, served: both,
 			cfg:    Config{Coalesce: coalesce.Window{Quiet: time.Second, Max: 5 * time.Second}},
 			answer: answer("192.0.2.1"), slices: []publish.Endpoint{old},
@@ -181,10 +187,11 @@ func TestPublication(t *testing.T) {
 			for _, d := range pub.dropped {
 				got.dropped = append(got.dropped, d.Address)
 			}
-			got.families, got.notServed, got.held, got.requeue = pub.families, pub.notServed.Total(), pub.held, pub.requeueAfter
+			got.families, got.notServed, got.held, got.requeue, got.limit = pub.families, pub.notServed.Total(), pub.held, pub.requeueAfter, pub.limit
 			slices.Sort(got.addresses)
 			if !equalWant(got.addresses, c.want.addresses) || !equalWant(got.draining, c.want.draining) || !equalWant(got.dropped, c.want.dropped) ||
-				!slices.Equal(got.families, c.want.families) || got.notServed != c.want.notServed || got.held != c.want.held || got.requeue != c.want.requeue {
+				!slices.Equal(got.families, c.want.families) || got.notServed != c.want.notServed || got.held != c.want.held || got.requeue != c.want.requeue ||
+				got.limit != c.want.limit {
 				t.Errorf("publication:\n got %+v\nwant %+v", got, c.want)
 			}
 		})
@@ -275,7 +282,7 @@ func TestSyncSlices(t *testing.T) {
 				}
 				seen.slices, seen.taken = ownedBy(list.Items, svc.Name, svc)
 			}
-			n, err := r.syncSlices(context.Background(), xb, svc, false, publication{endpoints: c.want}, seen)
+			n, _, err := r.syncSlices(context.Background(), xb, svc, false, publication{endpoints: c.want}, seen)
 			if err != nil {
 				t.Fatalf("syncSlices: %v", err)
 			}
@@ -376,4 +383,63 @@ func testScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestSyncSlicesBound: past --max-slices-per-backend, syncSlices raises
+// the slice size (and says so), and leaves out what does not fit even at
+// 1000 a slice (and says so), returning the addresses left out.
+func TestSyncSlicesBound(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "db", UID: "svc-uid"}}
+	ep := func(addr string, port int32) publish.Endpoint {
+		return servedEndpoint(discoveryv1.AddressTypeIPv4, addr, port)
+	}
+	for _, c := range []struct {
+		name    string
+		eps     []publish.Endpoint
+		slices  int32
+		limits  []string
+		leftOut []string
+	}{{
+		name:   "within the bound: no note",
+		eps:    []publish.Endpoint{ep("192.0.2.1", 5432), ep("192.0.2.2", 5432)},
+		slices: 2,
+	}, {
+		name:   "one endpoint a slice would need 3: the size is raised to 2",
+		eps:    []publish.Endpoint{ep("192.0.2.1", 5432), ep("192.0.2.2", 5432), ep("192.0.2.3", 5432)},
+		slices: 2,
+		limits: []string{"the slice size is raised from 1 to 2 endpoints to keep the backend within the controller's limit of 2 EndpointSlices (--max-slices-per-backend)"},
+	}, {
+		name:   "three port sets in two slices: one left out",
+		eps:    []publish.Endpoint{ep("192.0.2.1", 5432), ep("192.0.2.2", 5433), ep("192.0.2.3", 5434)},
+		slices: 2,
+		limits: []string{
+			"1 endpoint(s) not published: the backend's 3 port set(s) (an address family and ports each) need more than the controller's limit of 2 EndpointSlices (--max-slices-per-backend) even at 1000 endpoints a slice; give every spec.service.ports entry a targetPort, so that the endpoints share their family's port set, or publish fewer endpoints",
+		},
+		leftOut: []string{"192.0.2.3"},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := fake.NewClientBuilder().Build()
+			r := stepReconciler(t, clocktesting.NewFakeClock(time.Now()), Config{MaxSlicesPerBackend: 2}, cl)
+			xb := stepBackend(2)
+			xb.Spec.MaxEndpointsPerSlice = ptr.To[int32](1)
+			seen := observed{served: sets.New(corev1.IPv4Protocol), taken: sets.New[string]()}
+			n, bound, err := r.syncSlices(context.Background(), xb, svc, true, publication{endpoints: c.eps}, seen)
+			if err != nil {
+				t.Fatalf("syncSlices: %v", err)
+			}
+			var list discoveryv1.EndpointSliceList
+			if err := cl.List(context.Background(), &list); err != nil {
+				t.Fatal(err)
+			}
+			if n != c.slices || len(list.Items) != int(c.slices) {
+				t.Errorf("%d slices (the API server holds %d), want %d", n, len(list.Items), c.slices)
+			}
+			if !equalWant(bound.limits, c.limits) {
+				t.Errorf("notes %q, want %q", bound.limits, c.limits)
+			}
+			if got := sets.List(bound.leftOut); !equalWant(got, c.leftOut) {
+				t.Errorf("left out %v, want %v", got, c.leftOut)
+			}
+		})
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/internal/publish"
@@ -67,6 +68,8 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.manager.Config.ClusterDomain, "cluster-domain", publish.DefaultClusterDomain, "the cluster's DNS domain: FQDN endpoints in it, or ending in .svc or .pod, are refused (a Service must not point back into the cluster)")
 	fs.BoolVar(&f.manager.Config.DenyPodCIDRs, "deny-pod-cidrs", false, "also refuse endpoints in the cluster's Pod ranges, read from the Nodes' spec.podCIDRs; the Service ranges (read from the ServiceCIDRs), the Nodes' InternalIP and ExternalIP addresses and the API server's are always refused")
 	fs.BoolVar(&f.manager.Config.AllowSourcesWithoutProvider, "allow-sources-without-provider", false, "let sources that name no BackendProvider publish through this controller's own connections (the --consul-*, --aws-* and --dns-* flags) from any namespace, as before BackendProviders; off, only providers the platform team admitted a namespace to can be used")
+	fs.IntVar(&f.manager.Config.MaxEndpointsPerBackend, "max-endpoints-per-backend", v1alpha1.DefaultMaxEndpointsPerBackend, "most endpoints of each address family one ExternalBackend publishes, ready ones first, then by address; past it the Synced condition names the limit and how many were left out (0: no limit)")
+	fs.IntVar(&f.manager.Config.MaxSlicesPerBackend, "max-slices-per-backend", 100, "most EndpointSlices of one ExternalBackend: past it slices hold more endpoints (up to 1000) than maxEndpointsPerSlice says, and the Synced condition says so (0: no limit)")
 	fs.IntVar(&f.manager.Config.MaxProbeTargets, "max-probe-targets-per-backend", 1000, "most endpoints of one ExternalBackend that are probed; past it endpoints are published as their sources say and the Probed condition names the limit (0: no limit)")
 	fs.StringSliceVar(&f.manager.Config.ProbeCASecrets, "probe-ca-secrets", nil, "Secrets of the controller's namespace that an HTTPS probe's caSecretRef may name (the CA of backends with a private PKI); no other Secret can be named")
 	fs.StringVar(&f.manager.Config.Namespace, "controller-namespace", os.Getenv("POD_NAMESPACE"), "the controller's own namespace, the only one whose Secrets (those BackendProviders name) it reads (default $POD_NAMESPACE)")
@@ -102,6 +105,9 @@ func (f *ControllerFlags) ManagerOptions() (controllers.ManagerOptions, error) {
 	if n := opts.Config.MinEndpointsPerSlice; n < 0 || n > opts.Config.MaxEndpointsPerSlice {
 		return opts, fmt.Errorf("--min-endpoints-per-slice=%d: must be between 0 and --max-endpoints-per-slice=%d", n, opts.Config.MaxEndpointsPerSlice)
 	}
+	if err := checkBackendLimits(opts.Config); err != nil {
+		return opts, err
+	}
 	if n := opts.Config.NamespaceShare; n < 0 || n > opts.Concurrency {
 		return opts, fmt.Errorf("--namespace-share=%d: must be between 0 (one less than --concurrent) and --concurrent=%d", n, opts.Concurrency)
 	}
@@ -123,6 +129,26 @@ func (f *ControllerFlags) ManagerOptions() (controllers.ManagerOptions, error) {
 	}
 	opts.Config.DeniedNames = names
 	return opts, nil
+}
+
+// checkBackendLimits checks --max-endpoints-per-backend and
+// --max-slices-per-backend: every endpoint the first lets through must fit
+// in the slices the second allows, 1000 a slice, for each of the three
+// address families, so that only more port sets than slices can leave an
+// endpoint out.
+func checkBackendLimits(c externalbackend.Config) error {
+	eps, sl := c.MaxEndpointsPerBackend, c.MaxSlicesPerBackend
+	if eps < 0 {
+		return fmt.Errorf("--max-endpoints-per-backend=%d: must be 0 (no limit) or more", eps)
+	}
+	if sl < 0 {
+		return fmt.Errorf("--max-slices-per-backend=%d: must be 0 (no limit) or more", sl)
+	}
+	if need := 3 * ((eps + 999) / 1000); sl > 0 && sl < need {
+		return fmt.Errorf("--max-slices-per-backend=%d: must be 0 (no limit) or at least %d, the slices that --max-endpoints-per-backend=%d endpoints of each of the three address families take at 1000 a slice",
+			sl, need, eps)
+	}
+	return nil
 }
 
 // deniedLists are the denied networks and names in force: the built-in

@@ -4,8 +4,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// LeftOut counts endpoints not published because the cluster gives
-// Services no cluster IPs of their family.
+// LeftOut counts endpoints not published, by family: because the cluster
+// gives Services no cluster IPs of their family (OnlyServed), or past the
+// controller's limit (Limit).
 type LeftOut map[discoveryv1.AddressType]int
 
 // Total is the number of endpoints left out.

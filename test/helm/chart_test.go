@@ -359,7 +359,7 @@ func TestFlags(t *testing.T) {
 	}{
 		{"default", "", []string{
 			"--concurrent=4", "--kube-api-qps=50", "--kube-api-burst=100",
-			"--max-endpoints-per-slice=100", "--min-endpoints-per-slice=10", "--namespace-share=0", "--default-drain-period=30s", "--resolve-timeout=10s",
+			"--max-endpoints-per-slice=100", "--min-endpoints-per-slice=10", "--max-endpoints-per-backend=10000", "--max-slices-per-backend=100", "--namespace-share=0", "--default-drain-period=30s", "--resolve-timeout=10s",
 			"--coalesce-quiet=0s", "--coalesce-max=5s", "--zap-log-level=info",
 			"--cluster-domain=cluster.local", "--allow-sources-without-provider=false", "--deny-pod-cidrs=false",
 		}},
@@ -459,6 +459,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"replicas as a string", `replicaCount: "2"`, []string{"/replicaCount", "want integer"}},
 		{"too few endpoints per slice", "controller: {maxEndpointsPerSlice: 0}", []string{"/controller/maxEndpointsPerSlice", "minimum"}},
 		{"too many endpoints per slice", "controller: {maxEndpointsPerSlice: 1001}", []string{"/controller/maxEndpointsPerSlice", "maximum"}},
+		{"a negative endpoint limit", "controller: {maxEndpointsPerBackend: -1}", []string{"/controller/maxEndpointsPerBackend", "minimum"}},
+		{"a negative slice limit", "controller: {maxSlicesPerBackend: -1}", []string{"/controller/maxSlicesPerBackend", "minimum"}},
 		{"drain period in words", "controller: {defaultDrainPeriod: 30 seconds}", []string{"/controller/defaultDrainPeriod", "does not match pattern"}},
 		{"resolve timeout as a number", "controller: {resolveTimeout: 10}", []string{"/controller/resolveTimeout", "want string"}},
 		{"no workers", "controller: {concurrent: 0}", []string{"/controller/concurrent", "minimum"}},
