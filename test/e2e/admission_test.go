@@ -54,6 +54,9 @@ const (
 	consulMetaBounds  = "spec.sources[].consul.nodeMeta: keys are 1 to 128 characters and values at most 512"
 	drainNotADuration = "spec.drainPeriod: not a duration; write a number and a unit (h, m, s, ms), such as 30s, 5m or 1h"
 	probePath         = "probe.http.path: write '/' and a path, then a query after '?' if any, of letters, digits, -._~!$&'()*+,;=:@/ and %XX escapes; no spaces, '#' or other characters"
+	fixedIPv4         = "spec.sources: more than 10000 IPv4 addresses in static endpoints and awsEC2 instanceIDs together; the controller publishes at most 10000 endpoints of an address family per backend (--max-endpoints-per-backend): split the backend into several ExternalBackends"
+	fixedIPv6         = "spec.sources: more than 10000 IPv6 addresses in static endpoints and awsEC2 instanceIDs together; the controller publishes at most 10000 endpoints of an address family per backend (--max-endpoints-per-backend): split the backend into several ExternalBackends"
+	fixedNames        = "spec.sources: more than 10000 DNS names in static endpoints; the controller publishes at most 10000 endpoints of an address family per backend (--max-endpoints-per-backend): split the backend into several ExternalBackends"
 )
 
 // mapped is the message for an IPv4-mapped IPv6 address in dotted form.
@@ -114,6 +117,47 @@ func drain(d string) string {
 func probed(path string) string {
 	return fmt.Sprintf(`{"probe":{"http":{"path":%q}},"sources":[{"name":"s","static":{"endpoints":[{"address":"192.0.2.10"}]}}]}`, path)
 }
+
+// fixed is a spec listing n4 IPv4 addresses, n6 IPv6 addresses and
+// names DNS names in static sources of at most 1000 endpoints (the CRD's
+// bound on one), and ids EC2 instance IDs in one more source: the lists
+// the CRD bounds at the controller's default --max-endpoints-per-backend
+// (v1alpha1.DefaultMaxEndpointsPerBackend) for each family.
+func fixed(n4, n6, names, ids int) string {
+	var addrs []string
+	for i := range n4 {
+		addrs = append(addrs, fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256))
+	}
+	for i := range n6 {
+		addrs = append(addrs, fmt.Sprintf("2001:db8::%x", i+1))
+	}
+	for i := range names {
+		addrs = append(addrs, fmt.Sprintf("host-%d.example.com", i))
+	}
+	var sources []any
+	for len(addrs) > 0 {
+		chunk := addrs[:min(1000, len(addrs))]
+		addrs = addrs[len(chunk):]
+		eps := make([]map[string]string, len(chunk))
+		for i, a := range chunk {
+			eps[i] = map[string]string{"address": a}
+		}
+		sources = append(sources, map[string]any{"name": fmt.Sprintf("s%d", len(sources)), "static": map[string]any{"endpoints": eps}})
+	}
+	if ids > 0 {
+		list := make([]string, ids)
+		for i := range list {
+			list[i] = fmt.Sprintf("i-%08x", i)
+		}
+		sources = append(sources, map[string]any{"name": "vms", "awsEC2": map[string]any{"region": "eu-west-1", "instanceIDs": list}})
+	}
+	b, _ := json.Marshal(map[string]any{"sources": sources, "addressTypes": withFQDN}) // maps of strings always marshal
+	return string(b)
+}
+
+// most is the controller's default --max-endpoints-per-backend, which the
+// CRD's rules on fixed lists repeat.
+const most = v1alpha1.DefaultMaxEndpointsPerBackend
 
 // refusedSpecs are specs admission must refuse with exactly the causes given:
 // each message whole, and no other.
@@ -224,6 +268,12 @@ var refusedSpecs = []struct {
 	{"negative drain period", drain("-5s"), []cause{{"spec.drainPeriod", "spec.drainPeriod: -5s is negative; use 0s or more"}}},
 	{"drain period in words", drain("5 minutes"), []cause{{"spec.drainPeriod", drainNotADuration}}},
 	{"drain period in days", drain("1d"), []cause{{"spec.drainPeriod", drainNotADuration}}},
+
+	// Fixed lists longer than the controller publishes of a family.
+	{"one IPv4 address too many", fixed(most+1, 0, 0, 0), []cause{{"spec", fixedIPv4}}},
+	{"IPv4 addresses and EC2 instance IDs", fixed(most, 0, 0, 1), []cause{{"spec", fixedIPv4}}},
+	{"one IPv6 address too many", fixed(0, most+1, 0, 0), []cause{{"spec", fixedIPv6}}},
+	{"one DNS name too many", fixed(0, 0, most+1, 0), []cause{{"spec", fixedNames}}},
 }
 
 // acceptedSpecs are specs admission must accept.
@@ -244,6 +294,7 @@ var acceptedSpecs = []struct{ name, spec string }{
 	{"consul names", consulOf(`,"datacenter":"dc_1-east","namespace":"team-a","partition":"default",` +
 		`"tags":["primary","v=2","zone:a","v1.2_x"],"nodeMeta":{"rack":"r1","zone_id":"a:b/c"},"zoneMetaKey":"zone"`)},
 	{"consul service with dots and underscores", one("consul", `{"service":"web.v2_api-1"}`)},
+	{"as many fixed addresses as the controller publishes, of each family", fixed(most-1000, 5000, 0, 1000)},
 	{"dns names", `{"sources":[{"name":"a","dns":{"name":"db.example.com."}},{"name":"b","dns":{"name":"_db._tcp.Example.COM"}},
 		{"name":"c","dns":{"name":"1e100.net"}},{"name":"d","dns":{"name":"cluster.local.example.com"}}]}`},
 	{"probe path and query", probed("/health/ready?verbose=1&x=a%2Fb")},

@@ -6,10 +6,7 @@ package noisy
 
 import (
 	"flag"
-	"net/http"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +33,7 @@ var (
 
 // writes counts the controller's writes to EndpointSlices and Services by
 // namespace, from its own client's requests.
-var writes = &writeCounter{n: map[string]int64{}}
+var writes = framework.NewWriteCounter()
 
 func TestMain(m *testing.M) {
 	// The controller starts before m.Run, which would parse the flags.
@@ -52,53 +49,6 @@ func TestMain(m *testing.M) {
 			c.AllowSourcesWithoutProvider = false
 			c.MinEndpointsPerSlice = 10
 		},
-		WrapTransport: writes.wrap,
+		WrapTransport: writes.Wrap,
 	}))
 }
-
-// writeCounter counts write requests (not GET, LIST or WATCH) by namespace
-// and resource.
-type writeCounter struct {
-	mu sync.Mutex
-	n  map[string]int64 // "<namespace> <resource>"
-}
-
-func (c *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(r *http.Request) (*http.Response, error) {
-		if r.Method != http.MethodGet {
-			if key := writeKey(r.URL.Path); key != "" {
-				c.mu.Lock()
-				c.n[key]++
-				c.mu.Unlock()
-			}
-		}
-		return rt.RoundTrip(r)
-	})
-}
-
-// writeKey is "<namespace> <resource>" of a namespaced request path
-// (.../namespaces/<ns>/<resource>[/name[/status]]), else "".
-func writeKey(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	for i := 0; i+2 < len(parts); i++ {
-		if parts[i] == "namespaces" {
-			res := parts[i+2]
-			if i+4 < len(parts) {
-				res += "/" + parts[i+4]
-			}
-			return parts[i+1] + " " + res
-		}
-	}
-	return ""
-}
-
-// get is the count of key so far.
-func (c *writeCounter) get(ns, resource string) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[ns+" "+resource]
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

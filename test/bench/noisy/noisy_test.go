@@ -329,8 +329,8 @@ func runPhase(t *testing.T, w *watcher, name string, deadline time.Time) Phase {
 // status; victim slices, Services, status.
 func snapshot() [6]int64 {
 	return [6]int64{
-		writes.get(attackerNS, "endpointslices"), writes.get(attackerNS, "services"), writes.get(attackerNS, "externalbackends/status"),
-		writes.get(victimNS, "endpointslices"), writes.get(victimNS, "services"), writes.get(victimNS, "externalbackends/status"),
+		writes.Of(attackerNS, "endpointslices"), writes.Of(attackerNS, "services"), writes.Of(attackerNS, "externalbackends/status"),
+		writes.Of(victimNS, "endpointslices"), writes.Of(victimNS, "services"), writes.Of(victimNS, "externalbackends/status"),
 	}
 }
 
