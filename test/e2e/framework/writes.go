@@ -69,6 +69,8 @@ func (c *WriteCounter) All(ns string) int64 {
 	return n
 }
 
+// roundTripper is a function that serves as an http.RoundTripper.
 type roundTripper func(*http.Request) (*http.Response, error)
 
+// RoundTrip calls f.
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
