@@ -96,7 +96,10 @@ type ExternalBackendSpec struct {
 	DrainPeriod *metav1.Duration `json:"drainPeriod,omitempty"`
 
 	// maxEndpointsPerSlice caps the endpoints in one EndpointSlice. Unset takes
-	// the controller's --max-endpoints-per-slice (100 unless changed).
+	// the controller's --max-endpoints-per-slice (100 unless changed). The
+	// controller raises it to its floor (--min-endpoints-per-slice), and as
+	// far as needed (up to 1000) to keep the backend within its limit of
+	// slices (--max-slices-per-backend); the Synced condition says when.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
