@@ -182,6 +182,10 @@ func TestFailover(t *testing.T) {
 				}
 				r.times = append(r.times, took)
 				fc.restore(t, xb)
+				if (i+1)%100 == 0 {
+					// A long run's progress, should it be stopped.
+					t.Logf("%s: %d failovers without a failed connection", fc.name, i+1)
+				}
 			}
 			t.Logf("%s: %s", fc.name, r.summary())
 			results = append(results, r)
