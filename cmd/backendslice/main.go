@@ -33,7 +33,7 @@ func rootCommand() *cobra.Command {
 		Short:        "Publish outside backends as Kubernetes Services and EndpointSlices",
 		SilenceUsage: true,
 	}
-	root.AddCommand(controllerCommand(), renderCommand())
+	root.AddCommand(controllerCommand(), renderCommand(), importCommand())
 	return root
 }
 

@@ -14,10 +14,10 @@ import (
 // "Auto" turns it on.
 const TopologyModeAnnotation = "service.kubernetes.io/topology-mode"
 
-// wantsZoneHints reports whether the Service asks for endpoints in the
+// WantsZoneHints reports whether the Service asks for endpoints in the
 // client's zone: trafficDistribution PreferClose (or its newer name
 // PreferSameZone), or the topology-mode annotation set to Auto.
-func wantsZoneHints(trafficDistribution *string, annotations map[string]string) bool {
+func WantsZoneHints(trafficDistribution *string, annotations map[string]string) bool {
 	switch ptr.Deref(trafficDistribution, "") {
 	case "PreferClose", "PreferSameZone":
 		return true
@@ -32,7 +32,7 @@ func wantsZoneHints(trafficDistribution *string, annotations map[string]string) 
 // of that type carries hints, since kube-proxy ignores hints unless every
 // ready endpoint has them. The input is not changed.
 func ZoneHints(groups []sliceplan.Group, trafficDistribution *string, annotations map[string]string) []sliceplan.Group {
-	want := wantsZoneHints(trafficDistribution, annotations)
+	want := WantsZoneHints(trafficDistribution, annotations)
 	missing := map[discoveryv1.AddressType]bool{}
 	for _, g := range groups {
 		for _, ep := range g.Endpoints {

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/backendslice/backendslice/controllers/externalbackend"
+	"github.com/backendslice/backendslice/internal/cli"
+	"github.com/backendslice/backendslice/internal/importer"
+)
+
+// importFixtures are the manifests under testdata/import, each of a shape
+// teams publish by hand.
+func importFixtures(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "import", "*.yaml"))
+	if err != nil || len(files) < 10 {
+		t.Fatalf("import fixtures: %v, %d files", err, len(files))
+	}
+	return files
+}
+
+// runImportCmd runs `backendslice import` with args and stdin, and
+// returns what it wrote to stdout and stderr.
+func runImportCmd(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := importCommand()
+	cmd.SetArgs(args)
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+// TestImportFixtures imports each fixture and compares the ExternalBackends,
+// the notes on stderr and the exit status with testdata/import/NAME.golden
+// (go test -run Import -update rewrites them).
+func TestImportFixtures(t *testing.T) {
+	for _, file := range importFixtures(t) {
+		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			out, errOut, err := runImportCmd(t, "", "-f", file)
+			status := "exit status 0"
+			if err != nil {
+				status = "error: " + err.Error()
+			}
+			got := out + "# --- stderr ---\n" + prefixLines(errOut, "# ") + "# --- " + status + "\n"
+			goldenFile(t, filepath.Join("testdata", "import", name+".golden"), got)
+		})
+	}
+}
+
+// prefixLines puts prefix before every line of s.
+func prefixLines(s, prefix string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString(prefix + l)
+		}
+	}
+	return b.String()
+}
+
+// goldenFile compares got with path, or rewrites it with -update.
+func goldenFile(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run Import -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (run go test -run Import -update if the change is intended):\n%s", path, got)
+	}
+}
+
+// wantLossless are the backends of the fixtures whose notes say nothing was
+// left out or changed; the round trip must hold for each.
+var wantLossless = []string{
+	"payments/billing", "payments/cache", "payments/kafka", "payments/ldap", "payments/ledger",
+	"payments/postgres", "payments/queue", "payments/search", "payments/smtp", "payments/zookeeper",
+}
+
+// TestImportRoundTrip renders every imported ExternalBackend whose notes
+// say nothing was left out or changed, through render's own code path
+// (runRender: the controller's normalisation and slice planner), and
+// compares the endpoints its EndpointSlices publish (address, family,
+// ready, serving, terminating, zone, hostname, ports) with the endpoints
+// the input published, as consumers read them.
+func TestImportRoundTrip(t *testing.T) {
+	cfg := defaultConfig(t)
+	ctx := context.Background()
+	var lossless []string
+	for _, file := range importFixtures(t) {
+		objs, err := readManifests(nil, []string{file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := checkWithController(ctx, cfg, importer.Convert(objs, importer.Options{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range res.Backends {
+			if !importer.Lossless(b.Notes) {
+				continue
+			}
+			key := b.Namespace + "/" + b.ExternalBackend.Name
+			lossless = append(lossless, key)
+			t.Run(key, func(t *testing.T) {
+				want := publishedByInput(t, objs, b.Namespace, b.ExternalBackend.Name)
+				got := publishedByRender(t, ctx, cfg, b)
+				if diff := comparePublished(want, got); diff != "" {
+					t.Errorf("%s: the rendered slices publish other endpoints than the input:\n%s", file, diff)
+				}
+			})
+		}
+	}
+	slices.Sort(lossless)
+	if !slices.Equal(lossless, wantLossless) {
+		t.Errorf("backends imported without loss: %q, want %q", lossless, wantLossless)
+	}
+}
+
+// defaultConfig is the controller's configuration with default flags.
+func defaultConfig(t *testing.T) externalbackend.Config {
+	t.Helper()
+	var f cli.ControllerFlags
+	f.Bind(pflag.NewFlagSet("defaults", pflag.ContinueOnError))
+	opts, err := f.ManagerOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opts.Config
+}
+
+// published is one endpoint as consumers read it.
+type published struct {
+	address, family             string
+	ready, serving, terminating bool
+	zone, hostname              string
+	ports                       []publishedPort
+}
+
+// publishedPort is a port an endpoint is reached on.
+type publishedPort struct {
+	name, protocol, appProtocol string
+	port                        int32
+}
+
+// publishedByRender renders b's manifest with runRender and reads the
+// endpoints of the EndpointSlices it prints.
+func publishedByRender(t *testing.T, ctx context.Context, cfg externalbackend.Config, b importer.Backend) []published {
+	t.Helper()
+	doc, err := b.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "backend.yaml")
+	if err := os.WriteFile(path, doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runRender(ctx, nil, &out, cfg, renderOptions{file: path, namespace: b.Namespace}); err != nil {
+		t.Fatalf("render: %v\n%s", err, doc)
+	}
+	var eps []published
+	for _, d := range strings.Split(out.String(), "---\n") {
+		var s discoveryv1.EndpointSlice
+		if err := yaml.Unmarshal([]byte(d), &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Kind == "EndpointSlice" {
+			eps = append(eps, fromSlice(s)...)
+		}
+	}
+	return eps
+}
+
+// publishedByInput are the endpoints the input published for Service
+// ns/name: those of its slices, as the API defines unset conditions, and
+// of its Endpoints object as kube-controller-manager mirrors it (ready
+// addresses ready, notReadyAddresses only not ready), read instead of the
+// slices mirrored from it.
+func publishedByInput(t *testing.T, objs importer.Objects, ns, name string) []published {
+	t.Helper()
+	var eps []published
+	legacy := slices.IndexFunc(objs.Endpoints, func(e corev1.Endpoints) bool { return e.Namespace == ns && e.Name == name })
+	for _, s := range objs.Slices {
+		if s.Namespace == ns && s.Labels[discoveryv1.LabelServiceName] == name &&
+			!(legacy >= 0 && s.Labels[discoveryv1.LabelManagedBy] == "endpointslicemirroring-controller.k8s.io") {
+			eps = append(eps, fromSlice(s)...)
+		}
+	}
+	if legacy < 0 {
+		return eps
+	}
+	for _, ss := range objs.Endpoints[legacy].Subsets {
+		var ports []publishedPort
+		for _, p := range ss.Ports {
+			ports = append(ports, publishedPort{name: p.Name, port: p.Port, protocol: string(p.Protocol), appProtocol: ptr.Deref(p.AppProtocol, "")})
+		}
+		for i, a := range append(slices.Clone(ss.Addresses), ss.NotReadyAddresses...) {
+			family := "IPv4"
+			if netip.MustParseAddr(a.IP).Is6() {
+				family = "IPv6"
+			}
+			eps = append(eps, published{address: a.IP, family: family, ready: i < len(ss.Addresses), serving: true, hostname: a.Hostname, ports: ports})
+		}
+	}
+	return eps
+}
+
+// fromSlice are the endpoints of s, unset conditions read as the API says.
+func fromSlice(s discoveryv1.EndpointSlice) []published {
+	var ports []publishedPort
+	for _, p := range s.Ports {
+		ports = append(ports, publishedPort{name: ptr.Deref(p.Name, ""), port: ptr.Deref(p.Port, 0),
+			protocol: string(ptr.Deref(p.Protocol, corev1.ProtocolTCP)), appProtocol: ptr.Deref(p.AppProtocol, "")})
+	}
+	var out []published
+	for _, e := range s.Endpoints {
+		out = append(out, published{
+			address: e.Addresses[0], family: string(s.AddressType),
+			ready: ptr.Deref(e.Conditions.Ready, true), serving: ptr.Deref(e.Conditions.Serving, true),
+			terminating: ptr.Deref(e.Conditions.Terminating, false),
+			zone:        ptr.Deref(e.Zone, ""), hostname: ptr.Deref(e.Hostname, ""), ports: ports,
+		})
+	}
+	return out
+}
+
+// comparePublished lists the differences between two sets of endpoints,
+// by address. A port the input left unnamed matches by number, protocol
+// and appProtocol alone: an ExternalBackend names every port.
+func comparePublished(want, got []published) string {
+	byAddress := func(a, b published) int { return cmp.Compare(a.address, b.address) }
+	slices.SortFunc(want, byAddress)
+	slices.SortFunc(got, byAddress)
+	var diff []string
+	if len(want) != len(got) {
+		diff = append(diff, fmt.Sprintf("%d endpoints, want %d", len(got), len(want)))
+	}
+	for i := range min(len(want), len(got)) {
+		w, g := want[i], got[i]
+		if !sameEndpoint(w, g) {
+			diff = append(diff, fmt.Sprintf("got  %+v\nwant %+v", g, w))
+		}
+	}
+	return strings.Join(diff, "\n")
+}
+
+// sameEndpoint compares two endpoints, unnamed input ports by number.
+func sameEndpoint(w, g published) bool {
+	wp, gp := slices.Clone(w.ports), slices.Clone(g.ports)
+	w.ports, g.ports = nil, nil
+	if w.address != g.address || w.family != g.family || w.ready != g.ready || w.serving != g.serving ||
+		w.terminating != g.terminating || w.zone != g.zone || w.hostname != g.hostname || len(wp) != len(gp) {
+		return false
+	}
+	byNumber := func(a, b publishedPort) int {
+		return cmp.Or(cmp.Compare(a.port, b.port), cmp.Compare(a.protocol, b.protocol))
+	}
+	slices.SortFunc(wp, byNumber)
+	slices.SortFunc(gp, byNumber)
+	for i := range wp {
+		if wp[i].name == "" {
+			gp[i].name = ""
+		}
+		if wp[i] != gp[i] {
+			return false
+		}
+	}
+	return true
+}
