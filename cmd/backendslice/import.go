@@ -73,6 +73,8 @@ are noted.
 Exit status: 0 when at least one ExternalBackend was written, even with
 notes; 1 when the input cannot be read or nothing could be imported.`,
 		Args: cobra.NoArgs,
+		// "Nothing imported" is no usage error.
+		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (len(o.files) == 0) == (o.kubeconfig == "") {
 				return errors.New("give either -f (manifests) or --kubeconfig (a live namespace)")

@@ -127,7 +127,9 @@ func servicePorts(svc *corev1.Service, main portSet, nb *notebook) []v1alpha1.Se
 		}
 		target := intTarget(sp)
 		if ep, ok := main.find(sp.Name, proto); ok {
-			if target != ep.port && sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal != 0 {
+			// A targetPort equal to port is the API server's default: it
+			// says nothing, whether written or not.
+			if target != ep.port && target != sp.Port {
 				nb.add(Info, obj, "port %s: targetPort %d was never used (a selectorless Service's endpoints carry their own ports): the endpoints' port %d is the targetPort", p.Name, target, ep.port)
 			}
 			target = ep.port

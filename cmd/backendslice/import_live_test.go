@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/test/controlplane"
+)
+
+// fileOnlyFixtures hold what the API server refuses (an addressType that
+// does not exist, an address that is no IP), so they exist only as files.
+var fileOnlyFixtures = []string{"unknown-type.yaml"}
+
+// TestImportLiveNamespace writes the objects of the fixtures into a real
+// API server, imports the namespace through --kubeconfig, and checks that
+// the ExternalBackends are the same, byte for byte, as those imported from
+// the files, and that the API server (the CRD's schema and rules) accepts
+// each of them.
+func TestImportLiveNamespace(t *testing.T) {
+	cp, err := controlplane.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := cp.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	scheme, err := controllers.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cp.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments"}}); err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, file := range importFixtures(t) {
+		if slices.Contains(fileOnlyFixtures, filepath.Base(file)) {
+			continue
+		}
+		args = append(args, "-f", file)
+		createFixture(t, ctx, c, file)
+	}
+	fromFiles, _, err := runImportCmd(t, "", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := writeKubeconfig(t, cp.Config)
+	live, stderr, err := runImportCmd(t, "", "--kubeconfig", kubeconfig, "-n", "payments")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if n := strings.Count(live, "kind: ExternalBackend\n"); n < 15 {
+		t.Errorf("%d ExternalBackends from the live namespace, want 15 or more:\n%s", n, live)
+	}
+	liveLines, fileLines := strings.Split(live, "\n"), strings.Split(fromFiles, "\n")
+	for i := range max(len(liveLines), len(fileLines)) {
+		if i >= len(liveLines) || i >= len(fileLines) || liveLines[i] != fileLines[i] {
+			t.Fatalf("the live namespace gives other ExternalBackends than the files, from line %d:\nlive:\n%s\nfiles:\n%s",
+				i+1, strings.Join(liveLines[i:min(i+10, len(liveLines))], "\n"), strings.Join(fileLines[i:min(i+10, len(fileLines))], "\n"))
+		}
+	}
+	for _, doc := range strings.Split(live, "---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, u, client.DryRunAll); err != nil {
+			t.Errorf("the API server refuses ExternalBackend %s: %v", u.GetName(), err)
+		}
+	}
+}
+
+// createFixture creates the Services, EndpointSlices and Endpoints of a
+// fixture file.
+func createFixture(t *testing.T, ctx context.Context, c client.Client, file string) {
+	t.Helper()
+	objs, err := readManifests(nil, []string{file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []client.Object
+	for i := range objs.Services {
+		all = append(all, &objs.Services[i])
+	}
+	for i := range objs.Slices {
+		all = append(all, &objs.Slices[i])
+	}
+	for i := range objs.Endpoints {
+		all = append(all, &objs.Endpoints[i])
+	}
+	for _, o := range all {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+}
+
+// writeKubeconfig writes a kubeconfig that reaches the API server of cfg
+// as cfg does, and returns its path.
+func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
