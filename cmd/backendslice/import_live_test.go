@@ -57,7 +57,7 @@ func TestImportLiveNamespace(t *testing.T) {
 			continue
 		}
 		args = append(args, "-f", file)
-		createFixture(t, ctx, c, file)
+		createFixture(ctx, t, c, file)
 	}
 	fromFiles, _, err := runImportCmd(t, "", args...)
 	if err != nil {
@@ -91,7 +91,7 @@ func TestImportLiveNamespace(t *testing.T) {
 
 // createFixture creates the Services, EndpointSlices and Endpoints of a
 // fixture file.
-func createFixture(t *testing.T, ctx context.Context, c client.Client, file string) {
+func createFixture(ctx context.Context, t *testing.T, c client.Client, file string) {
 	t.Helper()
 	objs, err := readManifests(nil, []string{file})
 	if err != nil {

@@ -129,7 +129,7 @@ func TestImportRoundTrip(t *testing.T) {
 			lossless = append(lossless, key)
 			t.Run(key, func(t *testing.T) {
 				want := publishedByInput(t, objs, b.Namespace, b.ExternalBackend.Name)
-				got := publishedByRender(t, ctx, cfg, b)
+				got := publishedByRender(ctx, t, cfg, b)
 				if diff := comparePublished(want, got); diff != "" {
 					t.Errorf("%s: the rendered slices publish other endpoints than the input:\n%s", file, diff)
 				}
@@ -170,7 +170,7 @@ type publishedPort struct {
 
 // publishedByRender renders b's manifest with runRender and reads the
 // endpoints of the EndpointSlices it prints.
-func publishedByRender(t *testing.T, ctx context.Context, cfg externalbackend.Config, b importer.Backend) []published {
+func publishedByRender(ctx context.Context, t *testing.T, cfg externalbackend.Config, b importer.Backend) []published {
 	t.Helper()
 	doc, err := b.Manifest()
 	if err != nil {
@@ -208,7 +208,7 @@ func publishedByInput(t *testing.T, objs importer.Objects, ns, name string) []pu
 	legacy := slices.IndexFunc(objs.Endpoints, func(e corev1.Endpoints) bool { return e.Namespace == ns && e.Name == name })
 	for _, s := range objs.Slices {
 		if s.Namespace == ns && s.Labels[discoveryv1.LabelServiceName] == name &&
-			!(legacy >= 0 && s.Labels[discoveryv1.LabelManagedBy] == "endpointslicemirroring-controller.k8s.io") {
+			(legacy < 0 || s.Labels[discoveryv1.LabelManagedBy] != "endpointslicemirroring-controller.k8s.io") {
 			eps = append(eps, fromSlice(s)...)
 		}
 	}
@@ -292,4 +292,88 @@ func sameEndpoint(w, g published) bool {
 		}
 	}
 	return true
+}
+
+// TestImportInputsAndOutputs reads the same manifests from a file, a
+// folder (recursively, hidden folders and other files skipped) and stdin,
+// writes them to a folder, and checks the flags that change the output.
+func TestImportInputsAndOutputs(t *testing.T) {
+	const fixture = "testdata/import/dual-stack.yaml"
+	want, _, err := runImportCmd(t, "", "-f", fixture, "-f", "testdata/import/headless.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := func(f string) []byte {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	dir := t.TempDir()
+	for path, content := range map[string][]byte{
+		"team/postgres.yaml":        data(fixture),
+		"team/deeper/ldap.yml":      data("testdata/import/headless.yaml"),
+		".git/objects/ignored.yaml": []byte("not: [yaml"),
+		"README.md":                 []byte("# not a manifest\n"),
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, path), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, errOut, err := runImportCmd(t, "", "-f", dir); err != nil || got != want {
+		t.Errorf("from a folder: %v\n%s\n%s", err, errOut, got)
+	}
+	stdin := string(data(fixture)) + "---\n" + string(data("testdata/import/headless.yaml"))
+	if got, errOut, err := runImportCmd(t, stdin, "-f", "-"); err != nil || got != want {
+		t.Errorf("from stdin: %v\n%s\n%s", err, errOut, got)
+	}
+
+	out := filepath.Join(t.TempDir(), "backends")
+	got, errOut, err := runImportCmd(t, "", "-f", dir, "-o", out)
+	if err != nil || got != "" || !strings.Contains(errOut, "wrote "+filepath.Join(out, "payments.postgres.yaml")) {
+		t.Errorf("to a folder: %v, stdout %q, stderr:\n%s", err, got, errOut)
+	}
+	written := string(data(filepath.Join(out, "payments.ldap.yaml"))) + "---\n" + string(data(filepath.Join(out, "payments.postgres.yaml")))
+	if written != want {
+		t.Errorf("the files hold\n%s\nwant\n%s", written, want)
+	}
+
+	got, _, err = runImportCmd(t, "", "-f", fixture, "--adopt", "--static-provider", "vms")
+	if err != nil || !strings.Contains(got, "    adopt: true\n") || !strings.Contains(got, "    providerRef:\n      name: vms\n") ||
+		strings.Contains(got, "clusterIP 10.96.0.41 is not kept") {
+		t.Errorf("--adopt --static-provider: %v\n%s", err, got)
+	}
+}
+
+// TestImportErrors checks that input that cannot be read, or that leaves
+// nothing to import, fails, naming why.
+func TestImportErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {clusterIp: None}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "neither files nor a cluster", args: nil, want: "give either -f"},
+		{name: "both", args: []string{"-f", "x.yaml", "--kubeconfig", "kc"}, want: "give either -f"},
+		{name: "a missing file", args: []string{"-f", filepath.Join(dir, "missing.yaml")}, want: "missing.yaml"},
+		{name: "an unknown field", args: []string{"-f", bad}, want: `bad.yaml: document 1: Service a: unknown field "spec.clusterIp"`},
+		{name: "nothing to import", args: []string{"-f", "testdata/import/selector.yaml"}, want: "nothing imported"},
+		{name: "a missing kubeconfig", args: []string{"--kubeconfig", filepath.Join(dir, "kc")}, want: "kc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := runImportCmd(t, "", tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || out != "" {
+				t.Errorf("error %v, stdout %q; want an error saying %q and no output", err, out, tc.want)
+			}
+		})
+	}
 }

@@ -136,17 +136,6 @@ func healthOf(c discoveryv1.EndpointConditions) (v1alpha1.Health, string) {
 	return v1alpha1.HealthUnhealthy, ""
 }
 
-// conditions are the conditions the controller publishes for a health.
-func conditions(h v1alpha1.Health) (ready, serving, terminating bool) {
-	switch h {
-	case v1alpha1.HealthUnhealthy:
-		return false, false, false
-	case v1alpha1.HealthDraining:
-		return false, true, true
-	}
-	return true, true, false
-}
-
 // dedupe keeps the first endpoint of each address, noting the others.
 func dedupe(cands []candidate, nb *notebook) []candidate {
 	first := map[string]candidate{}

@@ -101,8 +101,8 @@ func serviceSpec(svc *corev1.Service, nb *notebook) v1alpha1.ServiceSpec {
 // spec.service.labels: not one Kubernetes or backendslice sets, which the
 // CRD refuses, nor Argo CD's tracking label.
 func carriedLabel(k string) bool {
-	switch {
-	case k == discoveryv1.LabelServiceName, k == corev1.IsHeadlessService, k == v1alpha1.BackendLabel, k == argoCDTrackingLabel:
+	switch k {
+	case discoveryv1.LabelServiceName, corev1.IsHeadlessService, v1alpha1.BackendLabel, argoCDTrackingLabel:
 		return false
 	}
 	return !strings.HasPrefix(k, "endpointslice.kubernetes.io/")
