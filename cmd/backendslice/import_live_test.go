@@ -59,32 +59,40 @@ func TestImportLiveNamespace(t *testing.T) {
 		args = append(args, "-f", file)
 		createFixture(ctx, t, c, file)
 	}
-	fromFiles, _, err := runImportCmd(t, "", args...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	kubeconfig := writeKubeconfig(t, cp.Config)
-	live, stderr, err := runImportCmd(t, "", "--kubeconfig", kubeconfig, "-n", "payments")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr)
+	for _, extra := range [][]string{nil, {"--adopt"}} {
+		fromFiles, _, err := runImportCmd(t, "", append(args, extra...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live, stderr, err := runImportCmd(t, "", append([]string{"--kubeconfig", kubeconfig, "-n", "payments"}, extra...)...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		if n := strings.Count(live, "kind: ExternalBackend\n"); n < 15 {
+			t.Errorf("%d ExternalBackends from the live namespace, want 15 or more:\n%s", n, live)
+		}
+		sameLines(t, live, fromFiles)
+		for _, doc := range strings.Split(live, "---\n") {
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Create(ctx, u, client.DryRunAll); err != nil {
+				t.Errorf("the API server refuses ExternalBackend %s (%q): %v", u.GetName(), extra, err)
+			}
+		}
 	}
-	if n := strings.Count(live, "kind: ExternalBackend\n"); n < 15 {
-		t.Errorf("%d ExternalBackends from the live namespace, want 15 or more:\n%s", n, live)
-	}
-	liveLines, fileLines := strings.Split(live, "\n"), strings.Split(fromFiles, "\n")
+}
+
+// sameLines fails at the first line where live and files differ.
+func sameLines(t *testing.T, live, files string) {
+	t.Helper()
+	liveLines, fileLines := strings.Split(live, "\n"), strings.Split(files, "\n")
 	for i := range max(len(liveLines), len(fileLines)) {
 		if i >= len(liveLines) || i >= len(fileLines) || liveLines[i] != fileLines[i] {
 			t.Fatalf("the live namespace gives other ExternalBackends than the files, from line %d:\nlive:\n%s\nfiles:\n%s",
 				i+1, strings.Join(liveLines[i:min(i+10, len(liveLines))], "\n"), strings.Join(fileLines[i:min(i+10, len(fileLines))], "\n"))
-		}
-	}
-	for _, doc := range strings.Split(live, "---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Create(ctx, u, client.DryRunAll); err != nil {
-			t.Errorf("the API server refuses ExternalBackend %s: %v", u.GetName(), err)
 		}
 	}
 }

@@ -52,10 +52,17 @@ func runImportCmd(t *testing.T, stdin string, args ...string) (string, string, e
 // the notes on stderr and the exit status with testdata/import/NAME.golden
 // (go test -run Import -update rewrites them).
 func TestImportFixtures(t *testing.T) {
+	runs := map[string][]string{}
 	for _, file := range importFixtures(t) {
-		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		runs[strings.TrimSuffix(filepath.Base(file), ".yaml")] = []string{"-f", file}
+	}
+	// With --adopt: what adoption takes over, leaves, waits for or refuses.
+	for _, name := range []string{"multi-port", "mixed-ports", "wrong-labels", "service-fields", "legacy-endpoints", "external-name"} {
+		runs["adopt-"+name] = []string{"-f", filepath.Join("testdata", "import", name+".yaml"), "--adopt"}
+	}
+	for name, args := range runs {
 		t.Run(name, func(t *testing.T) {
-			out, errOut, err := runImportCmd(t, "", "-f", file)
+			out, errOut, err := runImportCmd(t, "", args...)
 			status := "exit status 0"
 			if err != nil {
 				status = "error: " + err.Error()
@@ -343,7 +350,7 @@ func TestImportInputsAndOutputs(t *testing.T) {
 	}
 
 	got, _, err = runImportCmd(t, "", "-f", fixture, "--adopt", "--static-provider", "vms")
-	if err != nil || !strings.Contains(got, "    adopt: true\n") || !strings.Contains(got, "    providerRef:\n      name: vms\n") ||
+	if err != nil || !strings.Contains(got, "    adopt:\n      handWrittenManagedBy:\n      - cluster-admins\n") || !strings.Contains(got, "    providerRef:\n      name: vms\n") ||
 		strings.Contains(got, "clusterIP 10.96.0.41 is not kept") {
 		t.Errorf("--adopt --static-provider: %v\n%s", err, got)
 	}

@@ -41,7 +41,7 @@ func externalName(svc *corev1.Service, in *owned, opt Options, ns string) (*Back
 	if _, err := netip.ParseAddr(target); err == nil {
 		return nil, refuse("externalName %s is an IP address, which cluster DNS cannot return as a CNAME target; publish it from a static source by hand", target)
 	}
-	b := newBackend(svc, opt, ns)
+	b := newBackend(svc, ns)
 	nb := &notebook{}
 	for _, s := range sortedSlices(in.slices) {
 		o := name("EndpointSlice", s.Namespace, s.Name)
@@ -73,7 +73,8 @@ func externalName(svc *corev1.Service, in *owned, opt Options, ns string) (*Back
 		nb.add(Info, obj, "its source names no BackendProvider (--dns-provider): the controller resolves it only if started with --allow-sources-without-provider")
 	}
 	if opt.Adopt {
-		nb.add(Info, obj, "spec.service.adopt: the controller takes this Service over, and it becomes a ClusterIP Service")
+		nb.add(Info, obj, "not adopted (no spec.service.adopt): %s; delete the Service when applying this, and the controller creates its own",
+			adoptionRefusal(svc, nil))
 	}
 	b.Notes = nb.notes()
 	return b, nil

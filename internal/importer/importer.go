@@ -24,7 +24,8 @@ type Options struct {
 	// of such objects name none either.
 	Namespace string
 	// Adopt asks the controller to take over each imported Service
-	// (spec.service.adopt) instead of refusing it as not its own.
+	// (spec.service.adopt) instead of refusing it as not its own, where it
+	// would.
 	Adopt bool
 	// StaticProvider and DNSProvider are the BackendProviders the imported
 	// static and dns sources name (providerRef); none when empty.
@@ -34,8 +35,6 @@ type Options struct {
 // Backend is one imported ExternalBackend and what the import says of it.
 type Backend struct {
 	ExternalBackend *v1alpha1.ExternalBackend
-	// Adopt is written as spec.service.adopt: true.
-	Adopt bool
 	// Namespace is the backend's namespace, Options.Namespace where its
 	// Service names none.
 	Namespace string
@@ -195,12 +194,11 @@ func ownedByBackend(svc *corev1.Service) bool {
 
 // newBackend is the ExternalBackend of svc's name and namespace, without
 // its spec, and the Backend around it.
-func newBackend(svc *corev1.Service, opt Options, ns string) *Backend {
+func newBackend(svc *corev1.Service, ns string) *Backend {
 	xb := &v1alpha1.ExternalBackend{ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace}}
 	xb.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ExternalBackend"))
 	return &Backend{
 		ExternalBackend: xb,
-		Adopt:           opt.Adopt,
 		Namespace:       ns,
 		Replaces:        []string{name("Service", svc.Namespace, svc.Name)},
 	}

@@ -238,25 +238,117 @@ func TestServicePorts(t *testing.T) {
 }
 
 func TestStaticSourcesSplit(t *testing.T) {
-	var cands []candidate
-	for i := range 1500 {
-		cands = append(cands, candidate{endpoint: v1alpha1.StaticEndpoint{Address: fmt.Sprintf("10.%d.%d.1", i/256, i%256)}})
+	endpoints := func(family v1alpha1.AddressType, n int) []candidate {
+		var out []candidate
+		for i := range n {
+			addr := fmt.Sprintf("10.%d.%d.1", i/256, i%256)
+			if family == v1alpha1.AddressTypeIPv6 {
+				addr = fmt.Sprintf("2001:db8::%x", i)
+			}
+			out = append(out, candidate{family: family, endpoint: v1alpha1.StaticEndpoint{Address: addr}})
+		}
+		return out
 	}
 	nb := &notebook{}
-	srcs := staticSources("Service a/s", cands, "vms", nb)
+	srcs := staticSources("Service a/s", endpoints(v1alpha1.AddressTypeIPv4, 1500), "vms", nb)
 	if len(srcs) != 2 || srcs[0].Name != "imported" || srcs[1].Name != "imported-2" ||
 		len(srcs[0].Static.Endpoints) != 1000 || len(srcs[1].Static.Endpoints) != 500 || srcs[1].ProviderRef.Name != "vms" {
 		t.Errorf("sources %d: %+v", len(srcs), srcs)
 	}
-	for range 16 {
-		cands = append(cands, cands...)
-		if len(cands) > 17000 {
-			break
+	assertNotes(t, nb.notes())
+	srcs = staticSources("Service a/s", append(endpoints(v1alpha1.AddressTypeIPv4, 12000), endpoints(v1alpha1.AddressTypeIPv6, 9000)...), "", nb)
+	if len(srcs) != 16 || srcs[15].Static.Endpoints[999].Address != "2001:db8::176f" {
+		t.Errorf("%d sources, the last ending with %s", len(srcs), srcs[len(srcs)-1].Static.Endpoints[999].Address)
+	}
+	assertNotes(t, nb.notes(),
+		"left out: Service a/s: 12000 IPv4 endpoints, and an ExternalBackend publishes at most 10000 of a family (--max-endpoints-per-backend): the last 2000 are not carried",
+		"left out: Service a/s: more than 16000 endpoints (16 sources of 1000): the last 3000 are not carried")
+}
+
+func TestAdoption(t *testing.T) {
+	managedBy := func(s discoveryv1.EndpointSlice, by string) discoveryv1.EndpointSlice {
+		if by == "" {
+			delete(s.Labels, discoveryv1.LabelManagedBy)
+		} else {
+			s.Labels[discoveryv1.LabelManagedBy] = by
 		}
+		return s
 	}
-	srcs = staticSources("Service a/s", cands, "", nb)
-	if len(srcs) != 16 {
-		t.Errorf("%d sources for %d endpoints, want 16", len(srcs), len(cands))
+	otherPort := func(s discoveryv1.EndpointSlice) discoveryv1.EndpointSlice {
+		s.Ports[0].Port = ptr.To[int32](8081)
+		return s
 	}
-	assertNotes(t, nb.notes(), fmt.Sprintf("left out: Service a/s: more than 16000 endpoints (16 sources of 1000): the last %d are not carried", len(cands)-16000))
+	for _, tc := range []struct {
+		name  string
+		objs  Objects
+		want  *v1alpha1.ServiceAdoption
+		notes []string
+	}{
+		{
+			name: "the managed-by values of the hand-written slices",
+			objs: Objects{Services: []corev1.Service{service("a", "s")}, Slices: []discoveryv1.EndpointSlice{
+				managedBy(slice("a", "s-1", "s", "192.0.2.1"), "netops"), managedBy(slice("a", "s-2", "s", "192.0.2.2"), ""),
+				slice("a", "s-3", "s", "192.0.2.3"), managedBy(slice("a", "s-4", "s", "192.0.2.4"), "netops"),
+			}},
+			want:  &v1alpha1.ServiceAdoption{HandWrittenManagedBy: []string{"cluster-admins", "netops"}},
+			notes: []string{"note: EndpointSlice a/s-2: has no endpointslice.kubernetes.io/managed-by label", "note: Service a/s: spec.service.adopt: the controller takes this Service over"},
+		},
+		{
+			name: "what adoption leaves, or waits for",
+			objs: Objects{Services: []corev1.Service{service("a", "s")}, Slices: []discoveryv1.EndpointSlice{
+				slice("a", "s-1", "s", "192.0.2.1", "192.0.2.2"), otherPort(slice("a", "s-2", "s", "192.0.2.3")),
+				managedBy(slice("a", "s-3", "s", "192.0.2.4"), managedBySliceController),
+			}, Endpoints: []corev1.Endpoints{{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "s", Labels: map[string]string{discoveryv1.LabelSkipMirror: "true"}},
+				Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "192.0.2.9"}}, Ports: []corev1.EndpointPort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}}}}}}},
+			want: &v1alpha1.ServiceAdoption{HandWrittenManagedBy: []string{"cluster-admins"}},
+			notes: []string{
+				"note: EndpointSlice a/s-3: labelled endpointslice.kubernetes.io/managed-by=endpointslice-controller.k8s.io",
+				"left out: Endpoints a/s: labelled endpointslice.kubernetes.io/skip-mirror=true",
+				"left out: EndpointSlice a/s-2: endpoint 192.0.2.3: reached on ports {http:8081/TCP}",
+				"note: EndpointSlice a/s-2: adoption keeps it until the controller's slices carry 192.0.2.3 TCP:8081 ready",
+				"note: EndpointSlice a/s-3: adoption leaves it in place as another controller's",
+				"note: Endpoints a/s: adoption keeps it until the controller's slices carry 192.0.2.9 TCP:8080 ready",
+				"note: Service a/s: spec.service.adopt",
+			},
+		},
+		{
+			name: "a NodePort Service",
+			objs: Objects{Services: []corev1.Service{service("a", "s", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })},
+				Slices: []discoveryv1.EndpointSlice{slice("a", "s-1", "s", "192.0.2.1")}},
+			notes: []string{
+				"note: Service a/s: not adopted (no spec.service.adopt): the controller refuses to adopt a Service of type NodePort",
+				"left out: Service a/s: type NodePort is not carried",
+			},
+		},
+		{
+			name: "a Service whose primary family has no endpoint",
+			objs: Objects{Services: []corev1.Service{service("a", "s", func(s *corev1.Service) {
+				s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+			})}, Slices: []discoveryv1.EndpointSlice{slice("a", "s-1", "s", "192.0.2.1")}},
+			notes: []string{"note: Service a/s: not adopted (no spec.service.adopt): the Service's primary IP family IPv6 has no endpoint"},
+		},
+		{
+			name:  "an ExternalName Service",
+			objs:  Objects{Services: []corev1.Service{service("a", "s", toExternalName("db.example.com"))}},
+			notes: []string{"changed: Service a/s: clients got a CNAME", "note: Service a/s: not adopted (no spec.service.adopt): the controller refuses to adopt a Service of type ExternalName"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Convert(tc.objs, Options{Adopt: true, StaticProvider: "p", DNSProvider: "p"})
+			if len(res.Backends) != 1 {
+				t.Fatalf("no backend: %q", res.Refused)
+			}
+			b := res.Backends[0]
+			if got := b.ExternalBackend.Spec.Service.Adopt; string(must(yaml.Marshal(got))) != string(must(yaml.Marshal(tc.want))) {
+				t.Errorf("adopt %+v, want %+v", got, tc.want)
+			}
+			var notes []Note
+			for _, n := range b.Notes {
+				if !strings.Contains(n.Text, "clusterIP") {
+					notes = append(notes, n)
+				}
+			}
+			assertNotes(t, notes, tc.notes...)
+		})
+	}
 }

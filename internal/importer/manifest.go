@@ -29,8 +29,8 @@ func (b *Backend) Manifest() ([]byte, error) {
 	return append([]byte(b.header()), body...), nil
 }
 
-// object is the ExternalBackend as a map, with spec.service.adopt where
-// asked for: the typed API has no such field yet.
+// object is the ExternalBackend as a map, without what the API server
+// sets.
 func (b *Backend) object() (map[string]any, error) {
 	js, err := json.Marshal(b.ExternalBackend)
 	if err != nil {
@@ -42,11 +42,6 @@ func (b *Backend) object() (map[string]any, error) {
 	}
 	delete(obj, "status")
 	unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
-	if b.Adopt {
-		if err := unstructured.SetNestedField(obj, true, "spec", "service", "adopt"); err != nil {
-			return nil, err
-		}
-	}
 	return obj, nil
 }
 

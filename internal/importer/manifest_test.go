@@ -59,7 +59,9 @@ spec:
   addressTypes:
   - IPv4
   service:
-    adopt: true
+    adopt:
+      handWrittenManagedBy:
+      - cluster-admins
     ports:
     - name: http
       port: 80

@@ -105,13 +105,17 @@ func (nb *notebook) notes() []Note {
 
 // endpointList names the endpoints at addrs, the first maxListed of them.
 func endpointList(addrs []string) string {
-	word := "endpoint "
 	if len(addrs) > 1 {
-		word = "endpoints "
+		return "endpoints " + someOf(addrs)
 	}
-	shown := addrs[:min(len(addrs), maxListed)]
-	s := word + strings.Join(shown, ", ")
-	if more := len(addrs) - len(shown); more > 0 {
+	return "endpoint " + someOf(addrs)
+}
+
+// someOf lists the first maxListed items, and counts the others.
+func someOf(items []string) string {
+	shown := items[:min(len(items), maxListed)]
+	s := strings.Join(shown, ", ")
+	if more := len(items) - len(shown); more > 0 {
 		s += fmt.Sprintf(" and %d more", more)
 	}
 	return s

@@ -35,7 +35,7 @@ const argoCDTrackingLabel = "app.kubernetes.io/instance"
 // selectorless imports a Service without a selector from its slices and
 // Endpoints.
 func selectorless(svc *corev1.Service, in *owned, opt Options, ns string) (*Backend, []Note) {
-	b := newBackend(svc, opt, ns)
+	b := newBackend(svc, ns)
 	obj := b.Replaces[0]
 	nb := &notebook{}
 	groups, read := readGroups(svc, in, nb)
@@ -50,10 +50,13 @@ func selectorless(svc *corev1.Service, in *owned, opt Options, ns string) (*Back
 	spec := &b.ExternalBackend.Spec
 	spec.Service = serviceSpec(svc, nb)
 	spec.Service.Ports = servicePorts(svc, main, nb)
-	spec.AddressTypes = families(kept)
+	spec.AddressTypes = families(svc, kept)
 	spec.Sources = staticSources(obj, kept, opt.StaticProvider, nb)
 	compareHints(svc, kept, nb)
-	serviceFieldNotes(svc, spec.AddressTypes, opt, nb)
+	if opt.Adopt {
+		spec.Service.Adopt = adoption(svc, in, *spec, kept, nb)
+	}
+	serviceFieldNotes(svc, spec, nb)
 	if opt.StaticProvider == "" {
 		nb.add(Info, obj, "its source names no BackendProvider (--static-provider): the controller publishes it only if started with --allow-sources-without-provider")
 	}
@@ -110,17 +113,17 @@ func carriedLabel(k string) bool {
 
 // serviceFieldNotes notes the fields of svc an ExternalBackend's Service
 // does not have.
-func serviceFieldNotes(svc *corev1.Service, families []v1alpha1.AddressType, opt Options, nb *notebook) {
+func serviceFieldNotes(svc *corev1.Service, spec *v1alpha1.ExternalBackendSpec, nb *notebook) {
 	obj := name("Service", svc.Namespace, svc.Name)
 	s := svc.Spec
 	if s.Type == corev1.ServiceTypeNodePort || s.Type == corev1.ServiceTypeLoadBalancer {
 		nb.add(LeftOut, obj, "type %s is not carried: the controller writes a ClusterIP Service (node ports, load-balancer addresses and their settings go)", s.Type)
 	}
 	switch {
-	case opt.Adopt:
+	case spec.Service.Adopt != nil:
 		nb.add(Info, obj, "spec.service.adopt: the controller takes this Service over, so its cluster IP and DNS name stay")
 	case s.ClusterIP != "" && s.ClusterIP != corev1.ClusterIPNone:
-		nb.add(Info, obj, "clusterIP %s is not kept: the controller's Service gets one the cluster allocates; clients that dial the name see no change, those that dial the address must change (--adopt keeps the Service and its address)", s.ClusterIP)
+		nb.add(Info, obj, "clusterIP %s is not kept: the controller's Service gets one the cluster allocates; clients that dial the name see no change, those that dial the address must change (--adopt keeps the Service and its address, where the controller can adopt it)", s.ClusterIP)
 	}
 	if s.SessionAffinity == corev1.ServiceAffinityClientIP {
 		nb.add(LeftOut, obj, "sessionAffinity ClientIP is not carried: the controller's Service balances each connection")
@@ -135,24 +138,47 @@ func serviceFieldNotes(svc *corev1.Service, families []v1alpha1.AddressType, opt
 		nb.add(LeftOut, obj, "publishNotReadyAddresses is not carried: cluster DNS names only the ready endpoints of the controller's Service")
 	}
 	if p := ptr.Deref(s.IPFamilyPolicy, ""); s.ClusterIP != corev1.ClusterIPNone && p != "" && p != corev1.IPFamilyPolicySingleStack {
-		nb.add(Info, obj, "ipFamilyPolicy %s is not carried: the controller gives the Service the families it publishes (%s)", p, joinFamilies(families))
+		nb.add(Info, obj, "ipFamilyPolicy %s is not carried: the controller gives the Service the families it publishes (%s)", p, joinFamilies(spec.AddressTypes))
 	}
 }
 
-// families are the address types of the endpoints, in order.
-func families(cands []candidate) []v1alpha1.AddressType {
+// families are the address types of the endpoints: the Service's IP
+// families in its order first (the first is its cluster IP's, which the
+// controller keeps first), then IPv4, IPv6 and FQDN.
+func families(svc *corev1.Service, cands []candidate) []v1alpha1.AddressType {
 	var out []v1alpha1.AddressType
 	for _, c := range cands {
 		if !slices.Contains(out, c.family) {
 			out = append(out, c.family)
 		}
 	}
-	slices.SortFunc(out, func(a, b v1alpha1.AddressType) int { return familyOrder(a) - familyOrder(b) })
+	rank := func(f v1alpha1.AddressType) int {
+		if i := slices.Index(svc.Spec.IPFamilies, corev1.IPFamily(f)); i >= 0 {
+			return i - len(svc.Spec.IPFamilies)
+		}
+		return familyOrder(f)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.AddressType) int { return rank(a) - rank(b) })
 	return out
 }
 
-// staticSources list the endpoints, at most maxStatic a source.
+// staticSources list the endpoints, at most maxStatic a source, and at
+// most as many of a family as the controller publishes by default.
 func staticSources(obj string, cands []candidate, provider string, nb *notebook) []v1alpha1.Source {
+	perFamily := map[v1alpha1.AddressType]int{}
+	var within []candidate
+	for _, c := range cands {
+		if perFamily[c.family]++; perFamily[c.family] <= v1alpha1.DefaultMaxEndpointsPerBackend {
+			within = append(within, c)
+		}
+	}
+	for _, f := range families(&corev1.Service{}, cands) {
+		if n := perFamily[f]; n > v1alpha1.DefaultMaxEndpointsPerBackend {
+			nb.add(LeftOut, obj, "%d %s endpoints, and an ExternalBackend publishes at most %d of a family (--max-endpoints-per-backend): the last %d are not carried; split them over several ExternalBackends",
+				n, f, v1alpha1.DefaultMaxEndpointsPerBackend, n-v1alpha1.DefaultMaxEndpointsPerBackend)
+		}
+	}
+	cands = within
 	var out []v1alpha1.Source
 	for chunk := range slices.Chunk(cands, maxStatic) {
 		if len(out) == maxSources {
