@@ -3,6 +3,7 @@
 //
 //	backendslice controller   run the controller
 //	backendslice render       print, offline, what it would write for a file
+//	backendslice import       write ExternalBackends for hand-written Services
 //
 // The demo, which starts a local control plane, is its own binary
 // (cmd/backendslice-demo), so that this one, shipped in the image, carries
