@@ -7,22 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
-
-	"github.com/backendslice/backendslice/controllers"
-	"github.com/backendslice/backendslice/test/controlplane"
 )
-
-// fileOnlyFixtures hold what the API server refuses (an addressType that
-// does not exist, an address that is no IP), so they exist only as files.
-var fileOnlyFixtures = []string{"unknown-type.yaml"}
 
 // TestImportLiveNamespace writes the objects of the fixtures into a real
 // API server, imports the namespace through --kubeconfig, and checks that
@@ -30,27 +21,11 @@ var fileOnlyFixtures = []string{"unknown-type.yaml"}
 // the files, and that the API server (the CRD's schema and rules) accepts
 // each of them.
 func TestImportLiveNamespace(t *testing.T) {
-	cp, err := controlplane.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
-	scheme, err := controllers.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cp.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp, c := apiServer(t, "payments")
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments"}}); err != nil {
-		t.Fatal(err)
-	}
+	// These hold what the API server refuses (an addressType that does
+	// not exist, an address that is no IP), so they exist only as files.
+	fileOnlyFixtures := []string{"unknown-type.yaml"}
 	var args []string
 	for _, file := range importFixtures(t) {
 		if slices.Contains(fileOnlyFixtures, filepath.Base(file)) {

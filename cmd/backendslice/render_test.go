@@ -39,7 +39,12 @@ func render(t *testing.T, args ...string) (string, error) {
 // golden compares got with testdata/render/name, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "render", name)
+	goldenFile(t, filepath.Join("testdata", "render", name), got)
+}
+
+// goldenFile compares got with path, or rewrites it with -update.
+func goldenFile(t *testing.T, path, got string) {
+	t.Helper()
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
@@ -48,11 +53,40 @@ func golden(t *testing.T, name, got string) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test -run Render -update to create it)", err)
+		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
 	}
 	if got != string(want) {
-		t.Errorf("render output differs from %s (run go test -run Render -update if the change is intended):\n%s", path, got)
+		t.Errorf("output differs from %s (run go test -run %s -update if the change is intended):\n%s", path, t.Name(), got)
 	}
+}
+
+// apiServer starts a real API server for the test, with namespaces
+// created, and returns a client of it; it stops when the test ends.
+func apiServer(t *testing.T, namespaces ...string) (*controlplane.ControlPlane, client.Client) {
+	t.Helper()
+	cp, err := controlplane.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	scheme, err := controllers.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cp.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range namespaces {
+		if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cp, c
 }
 
 // TestRenderSamples renders each sample, the static sources a snapshot is
@@ -179,29 +213,8 @@ func TestRenderErrors(t *testing.T) {
 // applied by the API server, render applies them itself, and the two must
 // agree for every manifest the golden files come from.
 func TestRenderDefaultsMatchTheAPIServer(t *testing.T) {
-	cp, err := controlplane.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
-	scheme, err := controllers.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cp.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := apiServer(t, "payments", "catalog")
 	ctx := context.Background()
-	for _, ns := range []string{"payments", "catalog"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
