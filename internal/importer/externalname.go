@@ -33,6 +33,8 @@ func externalName(svc *corev1.Service, in *owned, opt Options, ns string) (*Back
 		return []Note{{Kind: Refused, Object: obj, Text: fmt.Sprintf(format, args...)}}
 	}
 	switch {
+	case target == "":
+		return nil, refuse("an ExternalName Service without an externalName: nothing to resolve")
 	case len(svc.Spec.Ports) == 0:
 		return nil, refuse("an ExternalName Service without ports: clients dialled %s on any port, and a ClusterIP Service forwards only the ports it lists; add the ports clients use to the Service and import again", target)
 	case inCluster(target):

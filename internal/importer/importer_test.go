@@ -66,6 +66,11 @@ func TestConvert(t *testing.T) {
 			},
 		},
 		{
+			name:    "a headless Service without ports",
+			objs:    Objects{Services: []corev1.Service{service("a", "db", func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.Ports = corev1.ClusterIPNone, nil })}},
+			refused: []string{"refused: Service a/db: a Service without ports"},
+		},
+		{
 			name:    "a Service without endpoints",
 			objs:    Objects{Services: []corev1.Service{service("a", "db")}, Slices: []discoveryv1.EndpointSlice{slice("a", "db-1", "db")}},
 			refused: []string{"refused: Service a/db: no endpoint to publish"},
@@ -98,9 +103,11 @@ func TestConvert(t *testing.T) {
 				service("a", "in", toExternalName("db.other.svc")),
 				service("a", "noports", toExternalName("x.example.com"), func(s *corev1.Service) { s.Spec.Ports = nil }),
 				service("a", "ip", toExternalName("192.0.2.1")),
+				service("a", "empty", toExternalName("")),
 			}},
 			backends: []string{"a/out"},
 			refused: []string{
+				"refused: Service a/empty: an ExternalName Service without an externalName",
 				"refused: Service a/in: externalName db.other.svc points back into the cluster",
 				"refused: Service a/ip: externalName 192.0.2.1 is an IP address",
 				"refused: Service a/noports: an ExternalName Service without ports",

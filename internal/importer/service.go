@@ -37,6 +37,9 @@ const argoCDTrackingLabel = "app.kubernetes.io/instance"
 func selectorless(svc *corev1.Service, in *owned, opt Options, ns string) (*Backend, []Note) {
 	b := newBackend(svc, ns)
 	obj := b.Replaces[0]
+	if len(svc.Spec.Ports) == 0 {
+		return nil, []Note{{Kind: Refused, Object: obj, Text: "a Service without ports, and an ExternalBackend's Service has 1 to 100: add the ports clients use to the Service and import again"}}
+	}
 	nb := &notebook{}
 	groups, read := readGroups(svc, in, nb)
 	b.Replaces = append(b.Replaces, read...)
