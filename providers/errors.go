@@ -3,6 +3,9 @@ package providers
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 )
@@ -64,4 +67,28 @@ func AsError(err error) *Error {
 // IsTerminal reports whether err is a terminal provider failure.
 func IsTerminal(err error) bool {
 	return err != nil && AsError(err).Terminal
+}
+
+// Printable is s on one line, each run of whitespace one space, without
+// the other characters that do not print, cut to at most limit bytes on a
+// character boundary: a message on a status must not carry terminal escapes
+// or another server's page.
+func Printable(s string, limit int) string {
+	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		switch {
+		case unicode.IsSpace(r):
+			return ' '
+		case !unicode.IsPrint(r):
+			return -1
+		}
+		return r
+	}, s)), " ")
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

@@ -151,6 +151,18 @@ func (ks Kinds) ProviderOf(spec v1alpha1.BackendProviderSpec) *ProviderKind {
 	return nil
 }
 
+// SourceKindsOf are the source kinds the BackendProvider kind p serves,
+// in the table's order; none for nil.
+func (ks Kinds) SourceKindsOf(p *ProviderKind) []Kind {
+	var out []Kind
+	for _, k := range ks {
+		if p != nil && k.Provider == p {
+			out = append(out, k.Kind)
+		}
+	}
+	return out
+}
+
 // ProviderKindOf is bp's kind as status.kind reports it, "" when no row
 // claims it.
 func (ks Kinds) ProviderKindOf(bp *v1alpha1.BackendProvider) string {

@@ -298,3 +298,19 @@ func TestRegistryOfATable(t *testing.T) {
 		t.Errorf("NewRegistry of the built-in kinds took an inventory provider: %v", err)
 	}
 }
+
+func TestSourceKindsOf(t *testing.T) {
+	ks := providers.BuiltinKinds()
+	for _, c := range []struct {
+		spec v1alpha1.BackendProviderSpec
+		want []providers.Kind
+	}{
+		{v1alpha1.BackendProviderSpec{AWS: &v1alpha1.AWSProvider{}}, []providers.Kind{providers.KindAWSRDS, providers.KindAWSEC2}},
+		{v1alpha1.BackendProviderSpec{Consul: &v1alpha1.ConsulProvider{}}, []providers.Kind{providers.KindConsul}},
+		{v1alpha1.BackendProviderSpec{}, nil},
+	} {
+		if got := ks.SourceKindsOf(ks.ProviderOf(c.spec)); !slices.Equal(got, c.want) {
+			t.Errorf("SourceKindsOf(%+v) = %v, want %v", c.spec, got, c.want)
+		}
+	}
+}

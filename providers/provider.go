@@ -130,3 +130,16 @@ type Provider interface {
 	// Resolve returns the endpoints of one source.
 	Resolve(ctx context.Context, req Request) (Result, error)
 }
+
+// Checker is implemented by the providers of kinds whose BackendProviders
+// have a connection (consul, aws, dns): it tells whether a connection
+// works, so that a BackendProvider's Ready condition says more than that
+// its Secrets parse. A check is one cheap call that needs no permission
+// beyond what sources through the connection need, and changes nothing.
+type Checker interface {
+	// CheckConnection makes that call through conn (nil: the controller's
+	// own connection of the kind, which a BackendProvider that names none
+	// of its own uses) and returns why the connection does not work,
+	// naming the address it asked, or nil. It returns when ctx ends.
+	CheckConnection(ctx context.Context, conn *Connection) error
+}

@@ -98,3 +98,18 @@ func (r *Registry) Close() {
 		}
 	}
 }
+
+// CheckConnection checks the connection conn of BackendProvider bp with
+// the provider of its kind. checked is false when no provider of bp's kind
+// checks connections (static, a kind of a plugin without a check): then
+// there is nothing to tell beyond the provider's settings.
+func (r *Registry) CheckConnection(ctx context.Context, bp *v1alpha1.BackendProvider, conn *Connection) (checked bool, err error) {
+	for _, kind := range r.kinds.SourceKindsOf(r.kinds.ProviderOf(bp.Spec)) {
+		// Source kinds of one provider kind share its connection (awsRDS
+		// and awsEC2: aws), so one check tells for all of them.
+		if c, ok := r.byKind[kind].(Checker); ok {
+			return true, c.CheckConnection(ctx, conn)
+		}
+	}
+	return false, nil
+}

@@ -187,3 +187,50 @@ func TestErrorHelpers(t *testing.T) {
 		t.Error("IsTerminal(nil) = true")
 	}
 }
+
+// checking is a provider that checks connections, recording each one.
+type checking struct {
+	recorder
+	checked []*providers.Connection
+	err     error
+}
+
+func (c *checking) CheckConnection(_ context.Context, conn *providers.Connection) error {
+	c.checked = append(c.checked, conn)
+	return c.err
+}
+
+// TestRegistryChecksThroughTheProviderKind: a BackendProvider's
+// connection is checked by the provider of a source kind its kind serves
+// (aws: the awsRDS row, first in the table), once; a kind whose providers
+// have no check (static, or a kind without a provider) is not checked.
+func TestRegistryChecksThroughTheProviderKind(t *testing.T) {
+	denied := errors.New("AccessDenied")
+	rds := &checking{recorder: recorder{kind: providers.KindAWSRDS}, err: denied}
+	ec2 := &checking{recorder: recorder{kind: providers.KindAWSEC2}}
+	dns := &checking{recorder: recorder{kind: providers.KindDNS}}
+	reg, err := providers.NewRegistry(&recorder{kind: providers.KindStatic}, dns, rds, ec2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := &providers.Connection{Name: "account", AWS: &providers.AWSConnection{Region: "eu-west-1"}}
+	checked, err := reg.CheckConnection(context.Background(), &v1alpha1.BackendProvider{Spec: v1alpha1.BackendProviderSpec{
+		AWS: &v1alpha1.AWSProvider{Region: "eu-west-1"}}}, conn)
+	if !checked || !errors.Is(err, denied) || len(rds.checked) != 1 || rds.checked[0] != conn || len(ec2.checked) != 0 {
+		t.Errorf("aws: checked=%v err=%v, RDS checked %d, EC2 %d; want the RDS provider's check, once", checked, err, len(rds.checked), len(ec2.checked))
+	}
+	checked, err = reg.CheckConnection(context.Background(), &v1alpha1.BackendProvider{Spec: v1alpha1.BackendProviderSpec{
+		DNS: &v1alpha1.DNSProvider{}}}, nil)
+	if !checked || err != nil || len(dns.checked) != 1 || dns.checked[0] != nil {
+		t.Errorf("dns without resolvers: checked=%v err=%v (%d checks); want the controller's own resolvers checked", checked, err, len(dns.checked))
+	}
+	for _, spec := range []v1alpha1.BackendProviderSpec{
+		{Static: &v1alpha1.StaticProvider{}},
+		{Consul: &v1alpha1.ConsulProvider{Address: "127.0.0.1:8500"}}, // no consul provider in this registry
+		{},
+	} {
+		if checked, err := reg.CheckConnection(context.Background(), &v1alpha1.BackendProvider{Spec: spec}, nil); checked || err != nil {
+			t.Errorf("%+v: checked=%v err=%v, want no check", spec, checked, err)
+		}
+	}
+}

@@ -315,15 +315,23 @@ func isRoleARN(arn string) bool {
 // accounts' CloudTrail.
 const roleSessionName = "backendslice"
 
-// newClients makes the SDK clients of id.
-func (s *Session) newClients(id identity) *clients {
+// configOf is the SDK configuration of id: the session's, in id's region,
+// with id's role assumed (through STS, with stsOpts) when it names one.
+func (s *Session) configOf(id identity, stsOpts ...func(*sts.Options)) awssdk.Config {
 	cfg := s.base.Copy()
 	cfg.Region = id.region
 	if id.role != "" {
-		client := sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = endpointOf(id.stsEndpoint) })
+		opts := append([]func(*sts.Options){func(o *sts.Options) { o.BaseEndpoint = endpointOf(id.stsEndpoint) }}, stsOpts...)
+		client := sts.NewFromConfig(cfg, opts...)
 		cfg.Credentials = markFailures{awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(client, id.role,
 			func(o *stscreds.AssumeRoleOptions) { o.RoleSessionName = roleSessionName }))}
 	}
+	return cfg
+}
+
+// newClients makes the SDK clients of id.
+func (s *Session) newClients(id identity) *clients {
+	cfg := s.configOf(id)
 	return &clients{
 		rds: rds.NewFromConfig(cfg, func(o *rds.Options) { o.BaseEndpoint = endpointOf(id.endpoint) }),
 		ec2: ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpointOf(id.endpoint) }),

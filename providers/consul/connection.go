@@ -23,13 +23,14 @@ const anonymousToken = "anonymous"
 type connID struct{ name, key string }
 
 // conn is one way to reach Consul: a client and where its token comes from,
-// shared by the watches that use it. Its fields other than id, who, client
-// and closeIdle are guarded by the provider's mutex.
+// shared by the watches that use it. Its fields other than id, who, addr,
+// client and closeIdle are guarded by the provider's mutex.
 type conn struct {
 	id connID
-	// who names the connection in messages.
-	who    string
-	client *api.Client
+	// who names the connection in messages, and addr is the address its
+	// client asks.
+	who, addr string
+	client    *api.Client
 	// closeIdle closes the client's idle connections once nothing uses it,
 	// so that a dropped client leaves no sockets behind; nil for the
 	// controller's own client, which is never dropped.
@@ -45,8 +46,8 @@ type conn struct {
 }
 
 // ownConn is the controller's own connection, from its options.
-func ownConn(client *api.Client, token *tokenFile) *conn {
-	c := &conn{who: "the controller's --consul-* flags", client: client}
+func ownConn(client *api.Client, addr string, token *tokenFile) *conn {
+	c := &conn{who: "the controller's --consul-* flags", addr: addr, client: client}
 	if token != nil {
 		c.token = token.get
 	}
@@ -96,6 +97,7 @@ func newConn(cc *providers.Connection) (*conn, error) {
 	return &conn{
 		id:        connID{cc.Name, cc.Key},
 		who:       who,
+		addr:      sc.Address,
 		client:    client,
 		closeIdle: transport.CloseIdleConnections,
 		token:     tokenOf(who, sc.Token),

@@ -29,7 +29,6 @@ import (
 	"strings"
 	"sync"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/hashicorp/consul/api"
 	"k8s.io/apimachinery/pkg/types"
@@ -69,7 +68,7 @@ func New(opts Options, waker providers.Waker) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := opts.newClient()
+	client, addr, err := opts.newClient()
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +80,7 @@ func New(opts Options, waker providers.Waker) (*Provider, error) {
 	}
 	p := &Provider{
 		opts:      opts,
-		own:       ownConn(client, token),
+		own:       ownConn(client, addr, token),
 		waker:     waker,
 		watches:   map[watchKey]*watch{},
 		interests: map[interest]*watch{},
@@ -176,7 +175,7 @@ func failure(source, service, who string, err error) error {
 	if !errors.As(err, &se) {
 		return providers.Transient(fmt.Errorf("%s: querying service %q: %w", field, service, err))
 	}
-	answer := fmt.Sprintf("%d %s", se.Code, printable(se.Body, maxBody))
+	answer := fmt.Sprintf("%d %s", se.Code, providers.Printable(se.Body, maxBody))
 	switch se.Code {
 	case http.StatusBadRequest:
 		return providers.Terminalf(v1alpha1.ReasonInvalidSpec,
@@ -190,30 +189,6 @@ func failure(source, service, who string, err error) error {
 			field, who, service, answer)
 	}
 	return providers.Transient(fmt.Errorf("%s: querying service %q: Consul answered %s", field, service, answer))
-}
-
-// printable is s on one line, each run of whitespace one space, without
-// the other characters that do not print, cut to at most limit bytes on a
-// character boundary: a message on a status must not carry terminal escapes
-// or another server's page.
-func printable(s string, limit int) string {
-	s = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
-		switch {
-		case unicode.IsSpace(r):
-			return ' '
-		case !unicode.IsPrint(r):
-			return -1
-		}
-		return r
-	}, s)), " ")
-	if len(s) <= limit {
-		return s
-	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
 }
 
 // use makes i a user of the watch of key, starting that watch (and making

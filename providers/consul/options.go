@@ -110,9 +110,11 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// newClient builds the Consul API client. It does not connect: a controller
-// without Consul sources never talks to Consul.
-func (o Options) newClient() (*api.Client, error) {
+// newClient builds the Consul API client and says the address it asks
+// (the flag's, else the environment's or the API package's default). It
+// does not connect: a controller without Consul sources never talks to
+// Consul.
+func (o Options) newClient() (*api.Client, string, error) {
 	cfg := &api.Config{Address: o.Address}
 	cfg.TLSConfig.CAFile = o.CAFile
 	cfg.TLSConfig.Address = o.TLSServerName
@@ -121,9 +123,10 @@ func (o Options) newClient() (*api.Client, error) {
 	}
 	c, err := api.NewClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("consul client (--consul-address, --consul-ca-file): %w", err)
+		return nil, "", fmt.Errorf("consul client (--consul-address, --consul-ca-file): %w", err)
 	}
-	return c, nil
+	// NewClient filled in the defaults it took.
+	return c, cfg.Address, nil
 }
 
 // tokenFile reads the ACL token from a file at every query, so that a

@@ -1,7 +1,6 @@
 package consul
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -130,21 +129,6 @@ func TestSafeService(t *testing.T) {
 	for _, name := range []string{"../agent/self", "a/b", "..", "db..x", "db?dc=x", "db#x", "db%2F", "db x", "db\tx", "db\n", "db\x00", "db\u200b"} {
 		if safeService(name) {
 			t.Errorf("safeService(%q) = true, want false", name)
-		}
-	}
-}
-
-func TestPrintable(t *testing.T) {
-	cases := []struct{ in, want string }{
-		{"ACL not found", "ACL not found"},
-		{"line one\nline\ttwo", "line one line two"},
-		{"\x1b[31mred\x1b[0m\x00", "[31mred[0m"},
-		{strings.Repeat("x", 300), strings.Repeat("x", 20) + "..."},
-		{strings.Repeat("é", 15), strings.Repeat("é", 10) + "..."},
-	}
-	for _, c := range cases {
-		if got := printable(c.in, 20); got != c.want {
-			t.Errorf("printable(%q, 20) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

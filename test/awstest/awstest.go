@@ -1,7 +1,7 @@
 // Package awstest is an HTTP server that speaks the AWS Query protocol for
 // exactly the calls backendslice makes: RDS DescribeDBInstances and
 // DescribeDBClusters (API version 2014-10-31), EC2 DescribeInstances
-// (2016-11-15) and STS AssumeRole (2011-06-15). No AWS emulator runs here, so the real aws-sdk-go-v2 clients
+// (2016-11-15) and STS AssumeRole and GetCallerIdentity (2011-06-15). No AWS emulator runs here, so the real aws-sdk-go-v2 clients
 // are pointed at this server through BaseEndpoint and talk to it on the wire:
 // form-encoded POST bodies in, XML documents and XML error bodies out, as the
 // AWS API reference shapes them.
@@ -40,6 +40,7 @@ const (
 	DescribeDBClusters  = "DescribeDBClusters"
 	DescribeInstances   = "DescribeInstances"
 	AssumeRole          = "AssumeRole"
+	GetCallerIdentity   = "GetCallerIdentity"
 )
 
 // API versions the SDK sends in the Version field.
@@ -128,6 +129,9 @@ type Server struct {
 	callsBy map[callerKey]int
 	// roles are the assumable role ARNs and the access key of each.
 	roles map[string]string
+	// sessions are the session names roles were last assumed with, by
+	// the access key of the role.
+	sessions map[string]string
 	// accounts are what callers signing with an access key see, by ID;
 	// a key without an entry sees everything.
 	accounts map[string]map[string]bool
@@ -149,6 +153,7 @@ func New() *Server {
 		credential: map[string]int{},
 		callsBy:    map[callerKey]int{},
 		roles:      map[string]string{},
+		sessions:   map[string]string{},
 		accounts:   map[string]map[string]bool{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -396,6 +401,7 @@ var serviceOf = map[string]struct{ service, version string }{
 	DescribeDBClusters:  {"rds", rdsVersion},
 	DescribeInstances:   {"ec2", ec2Version},
 	AssumeRole:          {"sts", stsVersion},
+	GetCallerIdentity:   {"sts", stsVersion},
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -493,6 +499,8 @@ func (s *Server) answer(w http.ResponseWriter, action, accessKey string, r *http
 		body, err = s.describeInstances(r.PostForm, sees)
 	case AssumeRole:
 		body, err = s.assumeRole(r.PostForm)
+	case GetCallerIdentity:
+		body = s.callerIdentity(accessKey)
 	}
 	if err != nil {
 		writeError(w, serviceOf[action].service, err.code, err.msg)

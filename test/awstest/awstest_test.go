@@ -261,3 +261,40 @@ func TestAccounts(t *testing.T) {
 		t.Errorf("DescribeDBInstances by ASIAA = %d and by AKIDEXAMPLE = %d, want 1 each", n, other)
 	}
 }
+
+func TestGetCallerIdentity(t *testing.T) {
+	s := New()
+	defer s.Close()
+	const role = "arn:aws:iam::210987654321:role/reader"
+	s.AddRole(role, "ASIAREADER")
+	who := url.Values{"Action": {GetCallerIdentity}, "Version": {stsVersion}}
+	code, body := post(t, s, signedBy("AKIDCONTROLLER", "sts"), who)
+	if code != http.StatusOK {
+		t.Errorf("the controller's key: status %d, want 200", code)
+	}
+	wantBody(t, "the controller's key", body, `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">`,
+		"<Arn>arn:aws:iam::123456789012:user/backendslice</Arn>", "<Account>123456789012</Account>", "<RequestId>")
+
+	assume := url.Values{"Action": {AssumeRole}, "Version": {stsVersion}, "RoleArn": {role}, "RoleSessionName": {"checker"}}
+	if code, body := post(t, s, signedBy("AKIDCONTROLLER", "sts"), assume); code != http.StatusOK {
+		t.Fatalf("AssumeRole: %d %s", code, body)
+	}
+	_, body = post(t, s, signedBy("ASIAREADER", "sts"), who)
+	wantBody(t, "the role's key", body, "<Arn>arn:aws:sts::210987654321:assumed-role/reader/checker</Arn>",
+		"<Account>210987654321</Account>", "<UserId>AROAEXAMPLE:checker</UserId>")
+
+	s.Fail(GetCallerIdentity, "AccessDenied", 1)
+	code, body = post(t, s, signedBy("ASIAREADER", "sts"), who)
+	if code != http.StatusForbidden {
+		t.Errorf("injected fault: status %d, want 403", code)
+	}
+	wantBody(t, "injected fault", body, "<ErrorResponse>", "<Code>AccessDenied</Code>")
+	code, body = post(t, s, signedBy("ASIAREADER", "rds"), who)
+	if code != http.StatusForbidden {
+		t.Errorf("signed for rds: status %d, want 403", code)
+	}
+	wantBody(t, "signed for rds", body, "<Code>InvalidSignatureException</Code>")
+	if n := s.CallsBy(GetCallerIdentity, "ASIAREADER"); n != 3 {
+		t.Errorf("CallsBy(GetCallerIdentity, ASIAREADER) = %d, want 3", n)
+	}
+}

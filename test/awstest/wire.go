@@ -451,6 +451,7 @@ func (s *Server) assumeRole(form url.Values) (any, *apiError) {
 		return nil, &apiError{"AccessDenied", notAuthorized("sts:AssumeRole", role)}
 	}
 	name := role[strings.LastIndex(role, "/")+1:]
+	s.sessions[key] = session
 	return assumeRoleResponse{
 		Xmlns:         "https://sts.amazonaws.com/doc/2011-06-15/",
 		AssumedArn:    "arn:aws:sts::123456789012:assumed-role/" + name + "/" + session,
@@ -461,4 +462,32 @@ func (s *Server) assumeRole(form url.Values) (any, *apiError) {
 		},
 		RequestID: requestID,
 	}, nil
+}
+
+type callerIdentityResponse struct {
+	XMLName   xml.Name `xml:"GetCallerIdentityResponse"`
+	Xmlns     string   `xml:"xmlns,attr"`
+	Arn       string   `xml:"GetCallerIdentityResult>Arn"`
+	UserID    string   `xml:"GetCallerIdentityResult>UserId"`
+	Account   string   `xml:"GetCallerIdentityResult>Account"`
+	RequestID string   `xml:"ResponseMetadata>RequestId"`
+}
+
+// callerIdentity answers who signs with accessKey: the session of the role
+// whose credentials sign with it (AddRole), else a user of the account
+// 123456789012. STS answers it for any valid credentials: no policy can
+// deny it. s.mu is held.
+func (s *Server) callerIdentity(accessKey string) any {
+	arn, user := "arn:aws:iam::123456789012:user/backendslice", "AIDAEXAMPLE"
+	for role, key := range s.roles {
+		if key == accessKey {
+			account := strings.Split(role, ":")[4]
+			arn = "arn:aws:sts::" + account + ":assumed-role/" + role[strings.LastIndex(role, "/")+1:] + "/" + s.sessions[key]
+			user = "AROAEXAMPLE:" + s.sessions[key]
+		}
+	}
+	return callerIdentityResponse{
+		Xmlns: "https://sts.amazonaws.com/doc/2011-06-15/", Arn: arn, UserID: user,
+		Account: strings.Split(arn, ":")[4], RequestID: requestID,
+	}
 }
