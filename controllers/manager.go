@@ -60,6 +60,9 @@ type ManagerOptions struct {
 	// API server; zero keeps the rest config's own limits.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// ProviderChecks configure the checks of BackendProviders'
+	// connections; zero fields take their defaults.
+	ProviderChecks backendprovider.CheckOptions
 }
 
 // DefaultConcurrency is how many backends are reconciled at once unless
@@ -150,7 +153,12 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up controller: %w", err)
 	}
-	bp := &backendprovider.Reconciler{Client: mgr.GetClient(), Namespace: rcfg.Namespace, Kinds: opts.Providers.Kinds()}
+	checks, err := opts.ProviderChecks.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	bp := &backendprovider.Reconciler{Client: mgr.GetClient(), Namespace: rcfg.Namespace, Kinds: opts.Providers.Kinds(),
+		Checker: opts.Providers, Checks: checks}
 	if err := bp.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the BackendProvider status controller: %w", err)
 	}

@@ -272,7 +272,8 @@ type BackendProviderStatus struct {
 	Kind string `json:"kind,omitempty"`
 
 	// conditions: Ready says whether the provider's settings and Secrets
-	// can be used.
+	// can be used and, for a kind with a connection, whether that
+	// connection answers its periodic check (ConnectionFailed when not).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -98,7 +98,9 @@ const (
 
 // Reasons of a BackendProvider's Ready condition.
 const (
-	// ReasonProviderReady: the provider's settings and Secrets can be used.
+	// ReasonProviderReady: the provider's settings and Secrets can be used
+	// and, for a kind with a connection (consul, aws, dns), its connection
+	// answered its checks.
 	ReasonProviderReady = "Ready"
 	// ReasonSecretNotFound: a Secret (or a key of it) the provider names is
 	// missing from the controller's namespace.
@@ -106,4 +108,10 @@ const (
 	// ReasonInvalidProvider: a setting cannot be used as written (a CA
 	// that is not PEM, a selector that does not parse).
 	ReasonInvalidProvider = "InvalidProvider"
+	// ReasonConnectionFailed: the provider's settings and Secrets can be
+	// used, but its connection check failed several times in a row (the
+	// Consul agent, STS or a DNS resolver did not answer, or refused the
+	// identity); the message names the address and the error. Sources
+	// through it are still resolved, each reporting its own failures.
+	ReasonConnectionFailed = "ConnectionFailed"
 )

@@ -19,6 +19,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/backendprovider"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/probe"
@@ -77,6 +78,8 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.manager.Config.ReconcileTimeout, "reconcile-timeout", externalbackend.DefaultReconcileTimeout, "longest time one reconcile may take, its sources resolved at once (at least --resolve-timeout)")
 	fs.DurationVar(&f.manager.Config.Coalesce.Quiet, "coalesce-quiet", 0, "hold a provider change until the backend's endpoints have been quiet this long, folding a burst into one write per slice; 0 publishes every change at once")
 	fs.DurationVar(&f.manager.Config.Coalesce.Max, "coalesce-max", 5*time.Second, "longest a provider change is held while the endpoints keep changing (with --coalesce-quiet)")
+	fs.DurationVar(&f.manager.ProviderChecks.Interval, "provider-check-interval", backendprovider.DefaultCheckInterval, "how often each BackendProvider's connection is checked (Consul's leader and token, STS GetCallerIdentity, each DNS resolver) while it passes; a failing one is checked again sooner, with backoff; Ready turns False after 3 failed checks in a row and True again after 2 passed")
+	fs.DurationVar(&f.manager.ProviderChecks.Timeout, "provider-check-timeout", backendprovider.DefaultCheckTimeout, "longest time one check of a BackendProvider's connection may take (at most --provider-check-interval)")
 	f.Providers.DNS.BindFlags(fs)
 	f.Providers.Consul.BindFlags(fs)
 	f.Providers.AWS.BindFlags(fs)
@@ -118,6 +121,9 @@ func (f *ControllerFlags) ManagerOptions() (controllers.ManagerOptions, error) {
 		return opts, fmt.Errorf("--default-drain-period=%s: must not be negative", opts.Config.DefaultDrainPeriod)
 	}
 	if err := opts.Config.Coalesce.Validate(); err != nil {
+		return opts, err
+	}
+	if _, err := opts.ProviderChecks.WithDefaults(); err != nil {
 		return opts, err
 	}
 	cidrs, names, err := deniedLists(f.deniedCIDRs, f.deniedNames, f.allowDefaultDenied)

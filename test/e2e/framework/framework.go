@@ -33,6 +33,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/backendprovider"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/probe"
 	"github.com/backendslice/backendslice/providers"
@@ -76,6 +77,9 @@ type Options struct {
 	// ProbeDial opens the controller's probe connections; nil dials from
 	// the test process's network (a data-path test dials from a lab).
 	ProbeDial probe.Dialer
+	// ProviderChecks configure the checks of BackendProviders'
+	// connections; zero fields take the controller's defaults.
+	ProviderChecks backendprovider.CheckOptions
 }
 
 // TestConfig is the controller configuration of the tests: the defaults plus
@@ -178,6 +182,7 @@ func (e *Env) startController(opts Options) error {
 		Config:                 cfg,
 		Concurrency:            opts.Concurrency,
 		ProbeDial:              opts.ProbeDial,
+		ProviderChecks:         opts.ProviderChecks,
 		// RestartController runs a second controller in this process.
 		SkipNameValidation: true,
 	})
