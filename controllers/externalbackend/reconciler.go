@@ -152,7 +152,7 @@ func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) pas
 		return passResult{syncErr: err}
 	}
 	res := r.resolveSources(ctx, xb, admissions)
-	pass := passResult{results: res.results, requeueAfter: res.refreshAfter, limits: res.limits}
+	pass := passResult{results: res.results, requeueAfter: res.refreshAfter, limits: res.limits, fates: res.fates}
 	seen, err := r.observe(ctx, xb)
 	if err != nil {
 		pass.syncErr = err

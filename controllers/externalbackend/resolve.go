@@ -56,6 +56,9 @@ type resolved struct {
 	admissions []sourceAdmission
 	// limits name the providers' limits that cut an answer short.
 	limits []string
+	// fates say what became of what each failing source published, by
+	// source name, for the status messages.
+	fates map[string]fate
 }
 
 // mayPublish tells whether some source that admission lets publish may
@@ -125,6 +128,30 @@ type sourceReply struct {
 	err error
 }
 
+// hold is the answer a source that fails (its backend not gone) stands
+// by, given its last one (ok: there is one): that answer again, published as it was, for
+// the same spec; nothing known since the controller started, so what the
+// slices publish for it is held; or, for a spec edited while failing,
+// nothing, so that the old target's endpoints drain. It records on res
+// which it is.
+func (res *resolved) hold(last lastAnswer, ok bool, name string, spec uint64, result *publish.SourceResult) lastAnswer {
+	res.fates[name] = fateKept
+	switch {
+	case !ok || (last.unknown && last.spec == spec):
+		// Failing since the controller started: hold what the slices
+		// publish, for as long as the failure lasts.
+		res.holdVanished = true
+		res.unknown.Insert(name)
+		return lastAnswer{spec: spec, unknown: true}
+	case last.spec != spec:
+		// Edited while failing: the old target's endpoints drain.
+		res.fates[name] = fateEdited
+		return lastAnswer{spec: spec}
+	}
+	result.Endpoints, result.Held = last.endpoints, true
+	return last
+}
+
 // resolveSources asks every admitted source for its endpoints (admissions come
 // from admit), all at once so that slow sources cost the time of the
 // slowest, not their sum. A failing source does not stop the others: it
@@ -135,7 +162,8 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 	var previous map[string]lastAnswer
 	r.state.lookup(key, func(b *backendState) { previous = b.answers })
 	replies, admitted := r.ask(ctx, xb, admissions)
-	out := resolved{withdrawn: sets.New[string](), unknown: sets.New[string](), refused: sets.New[string](), admissions: admissions}
+	out := resolved{withdrawn: sets.New[string](), unknown: sets.New[string](), refused: sets.New[string](), admissions: admissions,
+		fates: map[string]fate{}}
 	answers := make(map[string]lastAnswer, len(xb.Spec.Sources))
 	for i, src := range xb.Spec.Sources {
 		res, err := replies[i].res, replies[i].err
@@ -146,6 +174,7 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 			// Not held, unlike a failing provider's: the platform team
 			// took the access away.
 			out.refused.Insert(src.Name)
+			out.fates[src.Name] = fateWithdrawn
 			for _, e := range previous[src.Name].endpoints {
 				out.withdrawn.Insert(publish.CanonicalAddress(e.Address))
 			}
@@ -159,22 +188,10 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 		case providers.AsError(err).Gone:
 			// The backend is gone: what it published drains.
 			answers[src.Name] = lastAnswer{spec: spec}
+			out.fates[src.Name] = fateDrains
 		default:
 			last, ok := previous[src.Name]
-			switch {
-			case !ok || (last.unknown && last.spec == spec):
-				// Failing since the controller started: hold what the slices
-				// publish, for as long as the failure lasts.
-				last = lastAnswer{spec: spec, unknown: true}
-				out.holdVanished = true
-				out.unknown.Insert(src.Name)
-			case last.spec != spec:
-				// Edited while failing: the old target's endpoints drain.
-				last = lastAnswer{spec: spec}
-			default:
-				result.Endpoints, result.Held = last.endpoints, true
-			}
-			answers[src.Name] = last
+			answers[src.Name] = out.hold(last, ok, src.Name, spec, &result)
 		}
 		if res.Limit != "" {
 			out.limits = append(out.limits, res.Limit)

@@ -85,22 +85,24 @@ func TestResolveHoldsAcrossFailures(t *testing.T) {
 			}
 			p.err = failure
 			res := r.resolveSources(context.Background(), xb, admitted(xb))
-			if !res.results[0].Held || len(res.results[0].Endpoints) != 1 || res.holdVanished {
-				t.Errorf("known answer not held: %+v", res)
+			if !res.results[0].Held || len(res.results[0].Endpoints) != 1 || res.holdVanished || res.fates["src-192.0.2.1"] != fateKept {
+				t.Errorf("known answer not held, or not told kept: %+v", res)
 			}
 
 			// A restart: nothing known. Every pass while it fails holds.
 			r = newResolver(t, p)
 			for pass := range 3 {
-				if res := r.resolveSources(context.Background(), xb, admitted(xb)); !res.holdVanished || res.results[0].Held {
-					t.Errorf("pass %d after a restart: holdVanished=%v held=%v, want the published endpoints held", pass, res.holdVanished, res.results[0].Held)
+				if res := r.resolveSources(context.Background(), xb, admitted(xb)); !res.holdVanished || res.results[0].Held || res.fates["src-192.0.2.1"] != fateKept {
+					t.Errorf("pass %d after a restart: holdVanished=%v held=%v fate %d, want the published endpoints held and told kept",
+						pass, res.holdVanished, res.results[0].Held, res.fates["src-192.0.2.1"])
 				}
 			}
 
 			// Edited while failing: the old target is not held.
 			xb.Spec.Sources[0].Static.Endpoints[0].Address = "192.0.2.2"
-			if res := r.resolveSources(context.Background(), xb, admitted(xb)); res.holdVanished || res.results[0].Held {
-				t.Errorf("source edited while failing: holdVanished=%v held=%v, want its old endpoints to drain", res.holdVanished, res.results[0].Held)
+			if res := r.resolveSources(context.Background(), xb, admitted(xb)); res.holdVanished || res.results[0].Held || res.fates["src-192.0.2.1"] != fateEdited {
+				t.Errorf("source edited while failing: holdVanished=%v held=%v fate %d, want its old endpoints to drain, and told so",
+					res.holdVanished, res.results[0].Held, res.fates["src-192.0.2.1"])
 			}
 		})
 	}
@@ -111,8 +113,8 @@ func TestResolveHoldsAcrossFailures(t *testing.T) {
 		r.resolveSources(context.Background(), xb, admitted(xb))
 		p.err = providers.Gone(v1alpha1.ReasonBackendNotFound, errors.New("NXDOMAIN"))
 		for pass := range 2 {
-			if res := r.resolveSources(context.Background(), xb, admitted(xb)); res.holdVanished || res.results[0].Held {
-				t.Errorf("pass %d: a gone backend's endpoints are held", pass)
+			if res := r.resolveSources(context.Background(), xb, admitted(xb)); res.holdVanished || res.results[0].Held || res.fates["src-192.0.2.1"] != fateDrains {
+				t.Errorf("pass %d: a gone backend's endpoints are held, or not told to drain (fate %d)", pass, res.fates["src-192.0.2.1"])
 			}
 		}
 		p.err = providers.Transient(errors.New("timeout"))
@@ -165,7 +167,8 @@ func TestResolveRefusedSourceIsWithdrawn(t *testing.T) {
 	for pass := range 2 {
 		res := r.resolveSources(context.Background(), xb, refused)
 		e := providers.AsError(res.results[0].Err)
-		if e == nil || e.Reason != v1alpha1.ReasonProviderNotAdmitted || res.results[0].Held || len(res.results[0].Endpoints) != 0 || res.holdVanished {
+		if e == nil || e.Reason != v1alpha1.ReasonProviderNotAdmitted || res.results[0].Held || len(res.results[0].Endpoints) != 0 || res.holdVanished ||
+			res.fates["src-192.0.2.1"] != fateWithdrawn {
 			t.Fatalf("pass %d: refused source resolved to %+v", pass, res)
 		}
 		if want := pass == 0; res.withdrawn.Has("192.0.2.1") != want {

@@ -44,6 +44,8 @@ type passResult struct {
 	// raised to the floor, a provider's answer cut short), for the Synced
 	// message.
 	limits []string
+	// fates say what became of what each failing source published.
+	fates map[string]fate
 }
 
 // writeStatus writes status and events from the report, patches status once,

@@ -90,7 +90,10 @@ type statusFacts struct {
 	sourceErrs map[string]*providers.Error
 	// sourceOrder is the spec order of the failing sources.
 	sourceOrder []string
-	dropped     int
+	// fates say what became of what each failing source published, as
+	// resolving decided; see fateOf.
+	fates   map[string]fate
+	dropped int
 	// notServed is the message naming the families left out, or "".
 	notServed string
 	// nothingServed is true when the cluster serves none of the spec's IP families.
@@ -123,6 +126,7 @@ func factsOf(suspended bool, pass passResult, wasReady metav1.ConditionStatus) s
 		wasReady:   wasReady,
 		specErr:    pass.specErr,
 		sourceErrs: map[string]*providers.Error{},
+		fates:      pass.fates,
 		dropped:    len(pass.dropped),
 		syncErr:    pass.syncErr,
 		counts:     countEndpoints(pass.endpoints),
@@ -218,14 +222,17 @@ func summarize(facts statusFacts) statusPlan {
 
 // resolvedCondition says how the sources answered; stalled when only
 // terminal failures occurred, and a retry error when a transient one did.
+// Each failing source's line says what became of what it published, so
+// that a message never says endpoints are kept that were withdrawn.
 func resolvedCondition(facts statusFacts) (c metav1.Condition, stalled bool, retry error) {
-	var terminal, transient []string
+	var terminal, transient, retried []string
 	var terminalReason string
 	for _, name := range facts.sourceOrder {
 		e := facts.sourceErrs[name]
-		line := fmt.Sprintf("source %s: %s", name, e.Error())
+		line := fmt.Sprintf("source %s: %s; %s", name, e.Error(), facts.fateOf(name).told(name))
 		if !e.Terminal {
 			transient = append(transient, line)
+			retried = append(retried, fmt.Sprintf("source %s: %s", name, e.Error()))
 			continue
 		}
 		terminal = append(terminal, line)
@@ -233,23 +240,21 @@ func resolvedCondition(facts statusFacts) (c metav1.Condition, stalled bool, ret
 			terminalReason = e.Reason
 		}
 	}
-	if len(transient) > 0 {
-		retry = errors.New(strings.Join(transient, "; "))
+	if len(retried) > 0 {
+		retry = errors.New(strings.Join(retried, "; "))
 	}
 	failures := strings.Join(append(terminal, transient...), "; ")
 	switch {
 	case len(terminal) > 0:
-		return cond(v1alpha1.ConditionResolved, false, terminalReason, failures+"; "+keptOrDrained(facts)),
-			len(transient) == 0, retry
+		return cond(v1alpha1.ConditionResolved, false, terminalReason, failures), len(transient) == 0, retry
 	case len(transient) > 0:
-		return cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonSourceFailed,
-			failures+"; endpoints published before are kept, retrying"), false, retry
+		return cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonSourceFailed, failures+"; retrying"), false, retry
 	case facts.nothingServed:
 		return cond(v1alpha1.ConditionResolved, false, v1alpha1.ReasonFamilyNotServed, facts.notServed), false, nil
 	case facts.dropped > 0:
 		// Refused addresses come first: they may be an attempt to aim the
 		// Service somewhere it must not go.
-		msg := fmt.Sprintf("%d address(es) not published; status.dropped says why", facts.dropped)
+		msg := fmt.Sprintf("%d address(es) not published, and withdrawn at once (not drained) where they were; status.dropped says why", facts.dropped)
 		if facts.notServed != "" {
 			msg += "; " + facts.notServed
 		}
@@ -260,15 +265,54 @@ func resolvedCondition(facts statusFacts) (c metav1.Condition, stalled bool, ret
 	return cond(v1alpha1.ConditionResolved, true, v1alpha1.ReasonResolved, "every source answered"), false, nil
 }
 
-// keptOrDrained says what happens to the endpoints of terminally failing
-// sources: a gone backend's drain, any other's are kept.
-func keptOrDrained(facts statusFacts) string {
-	for _, e := range facts.sourceErrs {
-		if e.Terminal && !e.Gone {
-			return "endpoints published before are kept"
-		}
+// fate is what became of the endpoints a failing source published, as
+// the status messages tell it.
+type fate int
+
+const (
+	// fateKept: published as before (its last answer, or what the slices
+	// record for it), for as long as the failure lasts.
+	fateKept fate = iota + 1
+	// fateWithdrawn: admission refused the source (a provider deleted or
+	// narrowed, a namespace no longer admitted): what it published left
+	// at once, not drained.
+	fateWithdrawn
+	// fateDrains: the backend is gone (or, with a consent tag, no longer
+	// consents, which must look the same): what the source published
+	// drains for the drain period, then leaves.
+	fateDrains
+	// fateEdited: the source was edited while failing: what its earlier
+	// spec published drains.
+	fateEdited
+)
+
+// told says the fate of source's endpoints in a message.
+func (f fate) told(source string) string {
+	switch f {
+	case fateWithdrawn:
+		return fmt.Sprintf("nothing is published for source %s: what it published was withdrawn at once, not drained", source)
+	case fateDrains:
+		return fmt.Sprintf("what source %s published drains for the drain period, then leaves", source)
+	case fateEdited:
+		return fmt.Sprintf("what source %s published for its earlier spec drains for the drain period, then leaves", source)
 	}
-	return "its endpoints drain and leave"
+	return fmt.Sprintf("what source %s published before stays published while it fails", source)
+}
+
+// fateOf is the fate of the endpoints of failing source name: as
+// resolving recorded it, else as its failure implies (a refusal
+// withdraws, a gone backend drains, any other failure keeps).
+func (facts statusFacts) fateOf(name string) fate {
+	if f, ok := facts.fates[name]; ok {
+		return f
+	}
+	switch e := facts.sourceErrs[name]; {
+	case e.Reason == v1alpha1.ReasonProviderNotAdmitted:
+		return fateWithdrawn
+	case e.Gone:
+		return fateDrains
+	}
+	return fateKept
 }
 
 // syncedCondition says how writing the Service and slices went, when to look

@@ -126,7 +126,7 @@ func TestSummarize(t *testing.T) {
 		{
 			name:       "terminal source error",
 			o:          failing(base, srcErr("rds", terminal)),
-			resolved:   &condWant{F, v1alpha1.ReasonProviderNotAvailable, []string{"source rds", "spec.sources[rds].awsRDS", "kept"}},
+			resolved:   &condWant{F, v1alpha1.ReasonProviderNotAvailable, []string{"source rds", "spec.sources[rds].awsRDS", "what source rds published before stays published while it fails"}},
 			synced:     &condWant{T, v1alpha1.ReasonSynced, nil},
 			ready:      &condWant{F, v1alpha1.ReasonProviderNotAvailable, []string{"spec.sources[rds].awsRDS"}},
 			stalled:    &condWant{T, v1alpha1.ReasonProviderNotAvailable, []string{"spec.sources[rds].awsRDS"}},
@@ -137,7 +137,7 @@ func TestSummarize(t *testing.T) {
 		{
 			name:       "access denied: held, asked again sooner",
 			o:          failing(base, srcErr("rds", providers.Terminalf(v1alpha1.ReasonAccessDenied, "spec.sources[rds].awsRDS: AccessDenied"))),
-			resolved:   &condWant{F, v1alpha1.ReasonAccessDenied, []string{"source rds", "kept"}},
+			resolved:   &condWant{F, v1alpha1.ReasonAccessDenied, []string{"source rds", "what source rds published before stays published while it fails"}},
 			synced:     &condWant{T, v1alpha1.ReasonSynced, nil},
 			ready:      &condWant{F, v1alpha1.ReasonAccessDenied, nil},
 			stalled:    &condWant{T, v1alpha1.ReasonAccessDenied, nil},
@@ -149,7 +149,7 @@ func TestSummarize(t *testing.T) {
 			name: "gone backend",
 			o: failing(base, srcErr("dns", providers.Gone(v1alpha1.ReasonBackendNotFound,
 				errors.New("spec.sources[dns].dns: db.example.com does not exist")))),
-			resolved:   &condWant{F, v1alpha1.ReasonBackendNotFound, []string{"db.example.com does not exist"}},
+			resolved:   &condWant{F, v1alpha1.ReasonBackendNotFound, []string{"db.example.com does not exist", "what source dns published drains for the drain period, then leaves"}},
 			ready:      &condWant{F, v1alpha1.ReasonBackendNotFound, nil},
 			stalled:    &condWant{T, v1alpha1.ReasonBackendNotFound, nil},
 			final:      true,
@@ -169,7 +169,7 @@ func TestSummarize(t *testing.T) {
 		{
 			name:          "transient source error",
 			o:             failing(base, srcErr("dns", transient)),
-			resolved:      &condWant{F, v1alpha1.ReasonSourceFailed, []string{"source dns", "i/o timeout", "retrying"}},
+			resolved:      &condWant{F, v1alpha1.ReasonSourceFailed, []string{"source dns: i/o timeout; what source dns published before stays published while it fails; retrying"}},
 			synced:        &condWant{T, v1alpha1.ReasonSynced, nil},
 			ready:         &condWant{F, v1alpha1.ReasonSourceFailed, nil},
 			removeStalled: true,
@@ -197,7 +197,7 @@ func TestSummarize(t *testing.T) {
 		{
 			name:          "dropped addresses",
 			o:             func() statusFacts { o := base; o.dropped = 4; return o }(),
-			resolved:      &condWant{T, v1alpha1.ReasonAddressesDropped, []string{"4 address(es)", "status.dropped"}},
+			resolved:      &condWant{T, v1alpha1.ReasonAddressesDropped, []string{"4 address(es) not published, and withdrawn at once (not drained) where they were", "status.dropped"}},
 			synced:        &condWant{T, v1alpha1.ReasonSynced, nil},
 			ready:         &condWant{T, v1alpha1.ReasonReady, nil},
 			removeStalled: true,
@@ -559,5 +559,66 @@ func TestRefreshSuccessTimes(t *testing.T) {
 	}
 	if !statuses[1].LastSuccessTime.Equal(&old) {
 		t.Errorf("failed source: lastSuccessTime %v, want it kept at %v", statuses[1].LastSuccessTime, old)
+	}
+}
+
+// TestSummarizeTellsEachSourcesFate reads the Resolved and Ready messages
+// when sources fail in each way that decides what becomes of their
+// endpoints: each failing source's line says what became of what it
+// published (withdrawn at once, drained, kept), and no message says
+// endpoints are kept that were withdrawn or drained, whatever the other
+// sources' failures. The fates resolving records win over what the error
+// alone implies (an edited source drains although its failure is one that
+// keeps).
+func TestSummarizeTellsEachSourcesFate(t *testing.T) {
+	refused := providers.Terminalf(v1alpha1.ReasonProviderNotAdmitted,
+		`spec.sources[fixed].providerRef: BackendProvider "static" does not exist (rule ProviderExists)`)
+	denied := providers.Terminalf(v1alpha1.ReasonAccessDenied, "spec.sources[db].awsRDS: AccessDenied")
+	gone := providers.Gone(v1alpha1.ReasonAccessDenied, errors.New("spec.sources[db].awsRDS: DB instance orders is not found in eu-west-1 or has no tag"))
+	timeout := providers.Transient(errors.New("i/o timeout"))
+	withdrawn := "nothing is published for source fixed: what it published was withdrawn at once, not drained"
+	kept := func(s string) string { return "what source " + s + " published before stays published while it fails" }
+	cases := []struct {
+		name   string
+		facts  statusFacts
+		reason string
+		want   []string
+		never  []string
+	}{
+		{"refused", failing(statusFacts{}, srcErr("fixed", refused)), v1alpha1.ReasonProviderNotAdmitted,
+			[]string{`source fixed: spec.sources[fixed].providerRef: BackendProvider "static" does not exist (rule ProviderExists); ` + withdrawn},
+			[]string{"stays published", "drains"}},
+		{"refused beside a source that keeps", failing(statusFacts{}, srcErr("fixed", refused), srcErr("db", denied)), v1alpha1.ReasonProviderNotAdmitted,
+			[]string{withdrawn, "source db: spec.sources[db].awsRDS: AccessDenied; " + kept("db")}, []string{kept("fixed")}},
+		{"refused beside a transient failure", failing(statusFacts{}, srcErr("fixed", refused), srcErr("lookup", timeout)), v1alpha1.ReasonProviderNotAdmitted,
+			[]string{withdrawn, "source lookup: i/o timeout; " + kept("lookup")}, []string{kept("fixed")}},
+		{"consent withdrawn (gone, so that it looks like a deleted instance)", failing(statusFacts{}, srcErr("db", gone)), v1alpha1.ReasonAccessDenied,
+			[]string{"has no tag; what source db published drains for the drain period, then leaves"}, []string{"stays published", "withdrawn"}},
+		{"edited while failing", func() statusFacts {
+			f := failing(statusFacts{}, srcErr("db", denied))
+			f.fates = map[string]fate{"db": fateEdited}
+			return f
+		}(), v1alpha1.ReasonAccessDenied,
+			[]string{"AccessDenied; what source db published for its earlier spec drains for the drain period, then leaves"}, []string{"stays published"}},
+		{"recorded fates win", func() statusFacts {
+			f := failing(statusFacts{}, srcErr("fixed", refused), srcErr("lookup", timeout))
+			f.fates = map[string]fate{"fixed": fateWithdrawn, "lookup": fateKept}
+			return f
+		}(), v1alpha1.ReasonProviderNotAdmitted, []string{withdrawn, kept("lookup")}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := summarize(c.facts)
+			for _, typ := range []string{v1alpha1.ConditionResolved, v1alpha1.ConditionReady} {
+				checkCond(t, v, typ, &condWant{metav1.ConditionFalse, c.reason, c.want})
+				if got := meta.FindStatusCondition(v.conditions, typ); got != nil {
+					for _, n := range c.never {
+						if strings.Contains(got.Message, n) {
+							t.Errorf("%s message %q says %q", typ, got.Message, n)
+						}
+					}
+				}
+			}
+		})
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/backendslice/backendslice/controllers"
 )
 
 // TestDeniedDefaultsAlwaysApply: whatever --denied-cidrs and --denied-names
@@ -34,13 +37,7 @@ func TestDeniedDefaultsAlwaysApply(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var f ControllerFlags
-			fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
-			f.Bind(fs)
-			if err := fs.Parse(c.args); err != nil {
-				t.Fatal(err)
-			}
-			opts, err := f.ManagerOptions()
+			opts, err := parsed(t, c.args...)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("got %v, want an error containing %q", err, c.err)
@@ -62,4 +59,41 @@ func TestDeniedDefaultsAlwaysApply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProviderCheckFlags: the connection checks of BackendProviders take
+// their interval and timeout from the flags, and refuse values that would
+// check in a tight loop or time out after the next check is due.
+func TestProviderCheckFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{args: []string{"--provider-check-interval=30s", "--provider-check-timeout=5s"}},
+		{args: []string{"--provider-check-interval=100ms"}, err: "--provider-check-interval=100ms: must be at least 1s"},
+		{args: []string{"--provider-check-interval=10s", "--provider-check-timeout=20s"}, err: "--provider-check-timeout=20s: must be positive and at most --provider-check-interval=10s"},
+	} {
+		opts, err := parsed(t, c.args...)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%v: %v", c.args, err)
+		case c.err == "" && (opts.ProviderChecks.Interval != 30*time.Second || opts.ProviderChecks.Timeout != 5*time.Second):
+			t.Errorf("%v: checks %+v", c.args, opts.ProviderChecks)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%v: %v, want an error containing %q", c.args, err, c.err)
+		}
+	}
+}
+
+// parsed is the manager options the controller's flags args give, and
+// their checks' error.
+func parsed(t *testing.T, args ...string) (controllers.ManagerOptions, error) {
+	t.Helper()
+	var f ControllerFlags
+	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	f.Bind(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return f.ManagerOptions()
 }
