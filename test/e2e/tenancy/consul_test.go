@@ -109,8 +109,8 @@ func TestConsulTokenRotation(t *testing.T) {
 	waitStates(t, ns, "db", statesOf(ready, "192.0.2.61", "192.0.2.62"))
 	framework.WaitReady(t, xb)
 	reqs := proxy.Requests()
-	if last := reqs[len(reqs)-1]; last.Token != next.Secret {
-		t.Errorf("the last query carried token %q, want the rotated one", last.Token)
+	if last := lastQuery(reqs, service); last.Token != next.Secret {
+		t.Errorf("the last query of %s carried token %q, want the rotated one", service, last.Token)
 	}
 	t.Logf("queries after the rotation: %d, tokens %v", len(reqs)-rotated, tokensOf(reqs[rotated:], old.Secret, next.Secret))
 	waitProviderStatus(t, bp, "consul", metav1.ConditionTrue, v1alpha1.ReasonProviderReady)
@@ -149,6 +149,17 @@ func TestConsulTokenRotation(t *testing.T) {
 	waitPrinted(t, bp, map[string]string{"Ready": "True", "Reason": v1alpha1.ReasonProviderReady})
 	waitStates(t, ns, "db", statesOf(ready, "192.0.2.61", "192.0.2.62", "192.0.2.63", "192.0.2.64"))
 	framework.WaitReady(t, xb)
+}
+
+// lastQuery is the last health query of service among reqs (the
+// provider's connection checks ask other paths).
+func lastQuery(reqs []consultest.Request, service string) consultest.Request {
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if reqs[i].Path == "/v1/health/service/"+service {
+			return reqs[i]
+		}
+	}
+	return consultest.Request{}
 }
 
 // tokensOf names the tokens of reqs: old, new or other.

@@ -375,8 +375,14 @@ func deleteSecret(t *testing.T, name string) {
 // every part.
 func waitProviderStatus(t *testing.T, name, kind string, status metav1.ConditionStatus, reason string, parts ...string) *v1alpha1.BackendProvider {
 	t.Helper()
+	return waitProviderStatusWithin(t, framework.Timeout, name, kind, status, reason, parts...)
+}
+
+// waitProviderStatusWithin is waitProviderStatus with a bound of its own.
+func waitProviderStatusWithin(t *testing.T, bound time.Duration, name, kind string, status metav1.ConditionStatus, reason string, parts ...string) *v1alpha1.BackendProvider {
+	t.Helper()
 	bp := &v1alpha1.BackendProvider{}
-	framework.Eventually(t, framework.Timeout, fmt.Sprintf("BackendProvider %s Ready=%s/%s", name, status, reason), func() error {
+	framework.Eventually(t, bound, fmt.Sprintf("BackendProvider %s Ready=%s/%s", name, status, reason), func() error {
 		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, bp); err != nil {
 			return err
 		}

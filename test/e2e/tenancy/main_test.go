@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/backendslice/backendslice/controllers/backendprovider"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
@@ -54,6 +55,17 @@ const region = "eu-west-1"
 
 // managementToken is the management token of both Consul agents.
 const managementToken = "4b0c3c8e-6a0e-4c52-9d55-7a1d5e2f9c01"
+
+// testChecks check BackendProviders' connections at a test's pace: every
+// 2 seconds while they pass, from a quarter of a second after a failure.
+var testChecks = backendprovider.CheckOptions{Interval: 2 * time.Second, Timeout: time.Second, RetryDelay: 250 * time.Millisecond}
+
+// checkBound is how soon after its connection breaks (or comes back) a
+// provider's Ready condition must say so: the wait for the next check, and
+// the retries that confirm the failures in a row (3: a quarter, a half and
+// a whole second after each other) or the passes (2), with a second of
+// slack for the reconciles and status writes in between.
+const checkBound = 2*time.Second + 250*time.Millisecond + 500*time.Millisecond + time.Second + time.Second
 
 // controllerKey is the access key of the controller's own AWS credentials:
 // it signs the AssumeRole calls and the calls of providers without a role.
@@ -118,7 +130,8 @@ func run(m *testing.M) int {
 	fakes.add(ownAWS)
 
 	code := framework.Run(m, framework.Options{
-		Providers: newProviders,
+		Providers:      newProviders,
+		ProviderChecks: testChecks,
 		Config: func(c *externalbackend.Config) {
 			// As the chart installs it: sources must name a provider.
 			c.AllowSourcesWithoutProvider = false

@@ -8,20 +8,27 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/test/awstest"
 	"github.com/backendslice/backendslice/test/consultest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
 // TestRevocation takes a namespace's access to a provider away in each
 // way the platform team can: the namespace's labels changed so that the
-// provider's selector no longer matches, the provider deleted, its
-// allowedCIDRs shrunk, its allowedServices narrowed. The endpoints that
-// came through it are withdrawn at once: gone from the slices within
-// withdrawBound although the backend drains for an hour, neither draining
-// nor held. Where access comes back, they are published again.
+// provider's selector no longer matches, the namespace taken out of the
+// provider's names, the provider deleted, its allowedCIDRs shrunk, its
+// allowedServices narrowed; and the database's owner takes the namespace
+// out of its consent tag. The endpoints that came through the provider
+// are withdrawn at once: gone from the slices within withdrawBound
+// although the backend drains for an hour, neither draining nor held.
+// Ready and Resolved, and the Warning event, say so, and never that the
+// endpoints are kept (wantTold). A consent taken back drains instead, as
+// a deleted database does (the two must look alike), and the messages say
+// that. Where access comes back, they are published again.
 func TestRevocation(t *testing.T) {
 	t.Parallel()
 	t.Run("namespace-labels", func(t *testing.T) {
@@ -37,7 +44,8 @@ func TestRevocation(t *testing.T) {
 		start := time.Now()
 		setNamespaceLabels(t, ns, team("web"))
 		withdrawn(t, start, ns, "db", map[string]string{})
-		waitRefused(t, xb, fmt.Sprintf("BackendProvider %q", bp), "namespace "+ns, "spec.namespaces")
+		waitRefused(t, xb, fmt.Sprintf("BackendProvider %q", bp), "namespace "+ns, "spec.namespaces", withdrawnTold("fixed"))
+		wantTold(t, xb, withdrawnTold("fixed"))
 		wantNotDraining(t, xb, "192.0.2.71", "2001:db8::71")
 
 		setNamespaceLabels(t, ns, team("payments"))
@@ -57,11 +65,34 @@ func TestRevocation(t *testing.T) {
 		start := time.Now()
 		deleteProvider(t, bp)
 		withdrawn(t, start, ns, "db", map[string]string{})
-		waitRefused(t, xb, fmt.Sprintf("BackendProvider %q does not exist", bp))
+		waitRefused(t, xb, fmt.Sprintf("BackendProvider %q does not exist", bp), withdrawnTold("fixed"))
+		wantTold(t, xb, withdrawnTold("fixed"))
 		wantNotDraining(t, xb, "192.0.2.72", "192.0.2.73")
 
 		createProvider(t, bp, admits("", ns), staticSpec("192.0.2.0/24"))
 		waitStates(t, ns, "db", statesOf(ready, "192.0.2.72", "192.0.2.73"))
+		framework.WaitReady(t, xb)
+	})
+
+	t.Run("namespace-unnamed", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t, "unnamed", nil)
+		bp := uniqueName(ns, "static")
+		createProvider(t, bp, admits("", ns, "billing"), staticSpec("192.0.2.0/24"))
+		xb := backend(ns, "db", drainHour, staticSource(bp, "192.0.2.91", "192.0.2.92"))
+		framework.Create(t, xb)
+		waitStates(t, ns, "db", statesOf(ready, "192.0.2.91", "192.0.2.92"))
+		framework.WaitReady(t, xb)
+
+		start := time.Now()
+		editProvider(t, bp, func(p *v1alpha1.BackendProvider) { p.Spec.Namespaces.Names = []string{"billing"} })
+		withdrawn(t, start, ns, "db", map[string]string{})
+		waitRefused(t, xb, fmt.Sprintf("BackendProvider %q", bp), "namespace "+ns, "spec.namespaces", withdrawnTold("fixed"))
+		wantTold(t, xb, withdrawnTold("fixed"))
+		wantNotDraining(t, xb, "192.0.2.91", "192.0.2.92")
+
+		editProvider(t, bp, func(p *v1alpha1.BackendProvider) { p.Spec.Namespaces.Names = []string{"billing", ns} })
+		waitStates(t, ns, "db", statesOf(ready, "192.0.2.91", "192.0.2.92"))
 		framework.WaitReady(t, xb)
 	})
 
@@ -89,6 +120,9 @@ func TestRevocation(t *testing.T) {
 		wantDropped(t, xb, "198.51.100.72", "spec.allowedCIDRs", "198.51.100.71/32")
 		waitEvent(t, xb, corev1.EventTypeWarning, v1alpha1.ReasonAddressesDropped, "198.51.100.72", "allowedCIDRs")
 		wantNotDraining(t, xb, "198.51.100.72")
+		wantMessage(t, xb, v1alpha1.ConditionResolved, "1 address(es) not published, and withdrawn at once (not drained) where they were; status.dropped says why")
+		wantMessage(t, xb, v1alpha1.ConditionReady, "1 of 1 endpoint(s) ready in 1 EndpointSlice(s)")
+		wantTold(t, xb)
 	})
 
 	t.Run("allowedServices-narrowed", func(t *testing.T) {
@@ -109,7 +143,9 @@ func TestRevocation(t *testing.T) {
 		start := time.Now()
 		editProvider(t, bp, func(p *v1alpha1.BackendProvider) { p.Spec.Consul.AllowedServices = []string{"billing-*"} })
 		withdrawn(t, start, ns, "db", map[string]string{})
-		waitRefused(t, xb, fmt.Sprintf("%q is not among the services BackendProvider %q serves", service, bp), "spec.consul.allowedServices [billing-*]")
+		waitRefused(t, xb, fmt.Sprintf("%q is not among the services BackendProvider %q serves", service, bp), "spec.consul.allowedServices [billing-*]",
+			withdrawnTold("catalog"))
+		wantTold(t, xb, withdrawnTold("catalog"))
 		wantNotDraining(t, xb, "203.0.113.71")
 
 		// Refused, the source is watched no more: a change of the service
@@ -148,7 +184,8 @@ func TestRevocation(t *testing.T) {
 		editProvider(t, bp, func(p *v1alpha1.BackendProvider) { p.Spec.Consul.AllowedDatacenters = []string{"west"} })
 		withdrawn(t, start, ns, "db", map[string]string{})
 		waitRefused(t, xb, fmt.Sprintf("spec.sources[catalog].consul.datacenter: %q is not among the datacenters BackendProvider %q serves", "east", bp),
-			"spec.consul.allowedDatacenters [west]")
+			"spec.consul.allowedDatacenters [west]", withdrawnTold("catalog"))
+		wantTold(t, xb, withdrawnTold("catalog"))
 		asked := queriesOf(proxy, service)
 		register(t, east, consultest.Service{ID: service + "-2", Name: service, Address: "203.0.113.82"})
 		time.Sleep(time.Second)
@@ -177,8 +214,88 @@ func TestRevocation(t *testing.T) {
 		start := time.Now()
 		deleteProvider(t, bp)
 		withdrawn(t, start, ns, "db", map[string]string{})
-		waitRefused(t, xb, fmt.Sprintf("BackendProvider %q does not exist", bp))
+		waitRefused(t, xb, fmt.Sprintf("BackendProvider %q does not exist", bp), withdrawnTold("fixed"))
+		wantTold(t, xb, withdrawnTold("fixed"))
 		wantNotDraining(t, xb, "192.0.2.74", "192.0.2.75")
+	})
+
+	t.Run("consent-withdrawn", func(t *testing.T) {
+		t.Parallel()
+		// The owner takes the namespace out of the database's consent
+		// tag: the source fails as for a database that does not exist
+		// (a tenant must not tell the two apart), so what it published
+		// drains for the backend's hour, and the messages say so.
+		fake := newFake(t)
+		ns := newNamespace(t, "consent", nil)
+		id := "orders-" + ns
+		fake.PutDBInstance(dbInstance(id, "192.0.2.93", map[string]string{v1alpha1.DefaultConsentTag: "billing," + ns}))
+		bp := uniqueName(ns, "aws")
+		createProvider(t, bp, admits("", ns), awsSpec(fake.URL, "", v1alpha1.DefaultConsentTag))
+		xb := backend(ns, "db", drainHour, rdsSource(bp, id))
+		framework.Create(t, xb)
+		waitStates(t, ns, "db", statesOf(ready, "192.0.2.93"))
+		framework.WaitReady(t, xb)
+
+		fake.UpdateDBInstance(id, func(i *awstest.DBInstance) { i.Tags = map[string]string{v1alpha1.DefaultConsentTag: "billing"} })
+		drains := "what source db published drains for the drain period, then leaves"
+		parts := []string{"DB instance " + id, "no tag " + v1alpha1.DefaultConsentTag + " naming namespace " + ns, drains}
+		waitConditions(t, xb, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied, parts...)
+		waitEvent(t, xb, corev1.EventTypeWarning, v1alpha1.ReasonAccessDenied, parts...)
+		wantTold(t, xb, drains)
+		waitStates(t, ns, "db", statesOf(terminating, "192.0.2.93"))
+	})
+}
+
+// withdrawnTold is what Ready and Resolved say of the endpoints of a
+// source admission refuses.
+func withdrawnTold(source string) string {
+	return "nothing is published for source " + source + ": what it published was withdrawn at once, not drained"
+}
+
+// wantTold checks that the Ready and Resolved messages of xb say every
+// part of what happened to the endpoints, and nothing of what did not:
+// that endpoints stay published, are kept, or drain, unless a part says
+// it. (The events are read by waitRefused and waitEvent.)
+func wantTold(t *testing.T, xb *v1alpha1.ExternalBackend, parts ...string) {
+	t.Helper()
+	said := strings.Join(parts, " ")
+	var never []string
+	for _, n := range []string{"stays published", "kept", "drains"} {
+		if !strings.Contains(said, n) {
+			never = append(never, n)
+		}
+	}
+	cur := framework.Get(t, xb)
+	for _, typ := range []string{v1alpha1.ConditionResolved, v1alpha1.ConditionReady} {
+		c := meta.FindStatusCondition(cur.Status.Conditions, typ)
+		if c == nil {
+			t.Errorf("%s/%s: no %s condition", xb.Namespace, xb.Name, typ)
+			continue
+		}
+		if m := missing(c.Message, parts...); len(m) > 0 {
+			t.Errorf("%s/%s %s message %q lacks %q", xb.Namespace, xb.Name, typ, c.Message, m)
+		}
+		for _, n := range never {
+			if strings.Contains(c.Message, n) {
+				t.Errorf("%s/%s %s message %q says %q, which did not happen", xb.Namespace, xb.Name, typ, c.Message, n)
+			}
+		}
+	}
+}
+
+// wantMessage waits until xb's condition of type typ has a message
+// holding every part.
+func wantMessage(t *testing.T, xb *v1alpha1.ExternalBackend, typ string, parts ...string) {
+	t.Helper()
+	framework.Eventually(t, framework.Timeout, fmt.Sprintf("%s/%s %s message naming %q", xb.Namespace, xb.Name, typ, parts), func() error {
+		c := meta.FindStatusCondition(framework.Get(t, xb).Status.Conditions, typ)
+		switch {
+		case c == nil:
+			return fmt.Errorf("no %s condition", typ)
+		case len(missing(c.Message, parts...)) > 0:
+			return fmt.Errorf("%s message %q lacks %q", typ, c.Message, missing(c.Message, parts...))
+		}
+		return nil
 	})
 }
 
@@ -242,9 +359,11 @@ func TestRevokedWhileControllerDown(t *testing.T) {
 
 	framework.RestartControllerAfter(t, func() { deleteProvider(t, bp) })
 	// The new controller has read the deletion once it says so.
-	waitConditions(t, xb, metav1.ConditionFalse, v1alpha1.ReasonProviderNotAdmitted, fmt.Sprintf("BackendProvider %q does not exist", bp))
+	waitConditions(t, xb, metav1.ConditionFalse, v1alpha1.ReasonProviderNotAdmitted, fmt.Sprintf("BackendProvider %q does not exist", bp),
+		withdrawnTold("fixed"))
 	withdrawn(t, time.Now(), ns, "db", map[string]string{})
-	waitEvent(t, xb, corev1.EventTypeWarning, v1alpha1.ReasonProviderNotAdmitted, bp)
+	waitEvent(t, xb, corev1.EventTypeWarning, v1alpha1.ReasonProviderNotAdmitted, bp, withdrawnTold("fixed"))
+	wantTold(t, xb, withdrawnTold("fixed"))
 	wantNotDraining(t, xb, "192.0.2.76")
 }
 
