@@ -59,6 +59,9 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	fs.Float32Var(&f.manager.KubeAPIQPS, "kube-api-qps", 50, "queries per second the controller may send the API server (client-side limit)")
 	fs.IntVar(&f.manager.KubeAPIBurst, "kube-api-burst", 100, "burst of queries above --kube-api-qps")
 	fs.StringVar(&f.manager.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the controller's own)")
+	fs.DurationVar(&f.manager.Lease.Duration, "leader-elect-lease-duration", controllers.DefaultLeaseDuration, "how long a standby waits for a leader that stopped renewing (a crash) before it takes over; shorter is a faster takeover and more risk of leadership changing hands when the API server is slow. A clean stop releases the lease at once whatever this says (whole seconds, at least 2s)")
+	fs.DurationVar(&f.manager.Lease.RenewDeadline, "leader-elect-renew-deadline", controllers.DefaultRenewDeadline, "how long the leader keeps trying to renew its lease before it gives up leading and exits (shorter than --leader-elect-lease-duration)")
+	fs.DurationVar(&f.manager.Lease.RetryPeriod, "leader-elect-retry-period", controllers.DefaultRetryPeriod, "how often the leader renews its lease and a standby looks at it: one API request each per period (at least 200ms, and at most --leader-elect-renew-deadline/1.2)")
 	fs.Int32Var(&f.manager.Config.MaxEndpointsPerSlice, "max-endpoints-per-slice", 100, "endpoints per EndpointSlice where the spec sets none (1-1000)")
 	fs.Int32Var(&f.manager.Config.MinEndpointsPerSlice, "min-endpoints-per-slice", 10, "floor of a slice's size whatever a spec's maxEndpointsPerSlice says (0-1000): fewer endpoints per slice means more slices, and more writes per change, taken from every other namespace's share of the API server")
 	fs.IntVar(&f.manager.Config.NamespaceShare, "namespace-share", 0, "how many ExternalBackends of one namespace are reconciled at once; 0 is one less than --concurrent, so that a burst in one namespace leaves a worker to the others; a namespace alone uses every worker")
@@ -126,6 +129,9 @@ func (f *ControllerFlags) ManagerOptions() (controllers.ManagerOptions, error) {
 	if _, err := opts.ProviderChecks.WithDefaults(); err != nil {
 		return opts, err
 	}
+	if err := checkLease(opts.Lease); err != nil {
+		return opts, err
+	}
 	cidrs, names, err := deniedLists(f.deniedCIDRs, f.deniedNames, f.allowDefaultDenied)
 	if err != nil {
 		return opts, err
@@ -153,6 +159,34 @@ func checkBackendLimits(c externalbackend.Config) error {
 	if need := 3 * ((eps + 999) / 1000); sl > 0 && sl < need {
 		return fmt.Errorf("--max-slices-per-backend=%d: must be 0 (no limit) or at least %d, the slices that --max-endpoints-per-backend=%d endpoints of each of the three address families take at 1000 a slice",
 			sl, need, eps)
+	}
+	return nil
+}
+
+// Lease limits. client-go waits up to JitterFactor (1.2) times the retry
+// period between two attempts to renew, all within the renew deadline.
+const (
+	minRetryPeriod   = 200 * time.Millisecond
+	minLeaseDuration = 2 * time.Second
+	leaseJitter      = 1.2
+)
+
+// checkLease checks the leader election lease's times, naming the flag to
+// change. The relations are client-go's (it refuses to start otherwise,
+// with a message naming none of our flags); the minimums keep the API
+// requests of leader election bounded, and the lease in whole seconds
+// because the Lease object records only those: 2.5s would be 2s for the
+// standbys, and 0.5s would let them take over at once.
+func checkLease(l controllers.LeaseTimings) error {
+	switch {
+	case l.RetryPeriod < minRetryPeriod:
+		return fmt.Errorf("--leader-elect-retry-period=%s: must be at least %s (the leader writes its lease, and every standby reads it, once a period)", l.RetryPeriod, minRetryPeriod)
+	case float64(l.RenewDeadline) <= leaseJitter*float64(l.RetryPeriod):
+		return fmt.Errorf("--leader-elect-renew-deadline=%s: must be longer than %g times --leader-elect-retry-period=%s (the leader retries its renewal within the deadline, at jittered periods)", l.RenewDeadline, leaseJitter, l.RetryPeriod)
+	case l.Duration < minLeaseDuration || l.Duration%time.Second != 0:
+		return fmt.Errorf("--leader-elect-lease-duration=%s: must be whole seconds, at least %s (the Lease records whole seconds)", l.Duration, minLeaseDuration)
+	case l.Duration <= l.RenewDeadline:
+		return fmt.Errorf("--leader-elect-lease-duration=%s: must be longer than --leader-elect-renew-deadline=%s (a leader that cannot renew must give up before a standby may take over)", l.Duration, l.RenewDeadline)
 	}
 	return nil
 }

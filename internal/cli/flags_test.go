@@ -97,3 +97,61 @@ func parsed(t *testing.T, args ...string) (controllers.ManagerOptions, error) {
 	}
 	return f.ManagerOptions()
 }
+
+// TestLeaseFlags: the leader election lease's times reach the manager's
+// options, and times client-go would refuse (or that would make leadership
+// flap, or cost a request every few milliseconds) are refused naming the
+// flag to change.
+func TestLeaseFlags(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want controllers.LeaseTimings
+		err  string
+	}{
+		{name: "defaults", want: controllers.LeaseTimings{Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}},
+		{name: "a faster takeover", args: []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms"},
+			want: controllers.LeaseTimings{Duration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}},
+		{name: "the smallest accepted", args: []string{"--leader-elect-lease-duration=2s", "--leader-elect-renew-deadline=250ms", "--leader-elect-retry-period=200ms"},
+			want: controllers.LeaseTimings{Duration: 2 * time.Second, RenewDeadline: 250 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}},
+		{name: "renew deadline as long as the lease", args: []string{"--leader-elect-renew-deadline=15s"},
+			err: "--leader-elect-lease-duration=15s: must be longer than --leader-elect-renew-deadline=15s"},
+		{name: "renew deadline longer than the lease", args: []string{"--leader-elect-lease-duration=8s"},
+			err: "--leader-elect-lease-duration=8s: must be longer than --leader-elect-renew-deadline=10s"},
+		{name: "retry period as long as the renew deadline", args: []string{"--leader-elect-retry-period=10s"},
+			err: "--leader-elect-renew-deadline=10s: must be longer than 1.2 times --leader-elect-retry-period=10s"},
+		{name: "retry period within the jitter of the deadline", args: []string{"--leader-elect-renew-deadline=2400ms"},
+			err: "--leader-elect-renew-deadline=2.4s: must be longer than 1.2 times --leader-elect-retry-period=2s"},
+		{name: "retry period too short", args: []string{"--leader-elect-retry-period=50ms"},
+			err: "--leader-elect-retry-period=50ms: must be at least 200ms"},
+		{name: "zero retry period", args: []string{"--leader-elect-retry-period=0s"},
+			err: "--leader-elect-retry-period=0s: must be at least 200ms"},
+		{name: "lease too short", args: []string{"--leader-elect-lease-duration=1s", "--leader-elect-renew-deadline=500ms", "--leader-elect-retry-period=200ms"},
+			err: "--leader-elect-lease-duration=1s: must be whole seconds, at least 2s"},
+		{name: "lease in fractions of a second", args: []string{"--leader-elect-lease-duration=12500ms"},
+			err: "--leader-elect-lease-duration=12.5s: must be whole seconds"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var f ControllerFlags
+			fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+			f.Bind(fs)
+			if err := fs.Parse(c.args); err != nil {
+				t.Fatal(err)
+			}
+			opts, err := f.ManagerOptions()
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("got %v, want an error containing %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if opts.Lease != c.want {
+				t.Errorf("lease %+v, want %+v", opts.Lease, c.want)
+			}
+		})
+	}
+}

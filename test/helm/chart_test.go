@@ -10,7 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/internal/cli"
 	"github.com/spf13/pflag"
 
@@ -342,6 +344,76 @@ func TestDeployment(t *testing.T) {
 			if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--controller-namespace") }) {
 				t.Errorf("args %v pass --controller-namespace; the controller takes $POD_NAMESPACE", c.Args)
 			}
+			checkRollout(t, &d)
+		})
+	}
+}
+
+// checkRollout checks that an update of the Deployment never leaves the
+// backends without a controller: a new Pod is started and Ready (a
+// standby is) before an old one is stopped, and the old one has time to
+// stop and release its lease before the kubelet kills it.
+func checkRollout(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	s := d.Spec.Strategy
+	if s.Type != appsv1.RollingUpdateDeploymentStrategyType || s.RollingUpdate == nil ||
+		s.RollingUpdate.MaxUnavailable == nil || s.RollingUpdate.MaxUnavailable.IntValue() != 0 ||
+		s.RollingUpdate.MaxSurge == nil || s.RollingUpdate.MaxSurge.IntValue() != 1 {
+		t.Errorf("strategy %+v, want RollingUpdate with maxSurge 1 and maxUnavailable 0", s)
+	}
+	grace := time.Duration(ptr.Deref(d.Spec.Template.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
+	if grace <= controllers.ShutdownTimeout {
+		t.Errorf("terminationGracePeriodSeconds %s: the controller may take %s to stop before it releases its lease", grace, controllers.ShutdownTimeout)
+	}
+}
+
+// TestLeaderElectionValues renders the chart's leader election values and
+// runs the controller's own flag parsing on the Deployment's arguments:
+// the lease times reach the manager's options, and times the schema lets
+// through but that do not fit together are refused by the controller,
+// naming the flag (the new Pod never becomes Ready, and with maxUnavailable
+// 0 the old ones keep running).
+func TestLeaderElectionValues(t *testing.T) {
+	cases := []struct {
+		name, values string
+		want         controllers.LeaseTimings
+		err          string
+	}{
+		{name: "defaults", want: controllers.LeaseTimings{Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}},
+		{name: "a faster takeover", values: "controller: {leaderElection: {leaseDuration: 6s, renewDeadline: 4s, retryPeriod: 1s}}",
+			want: controllers.LeaseTimings{Duration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}},
+		{name: "a shorter lease alone", values: "controller: {leaderElection: {leaseDuration: 8s}}",
+			err: "--leader-elect-lease-duration=8s: must be longer than --leader-elect-renew-deadline=10s"},
+		{name: "a retry period past the deadline", values: "controller: {leaderElection: {retryPeriod: 9s}}",
+			err: "--leader-elect-renew-deadline=10s: must be longer than 1.2 times --leader-elect-retry-period=9s"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(c.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			var d appsv1.Deployment
+			typed(t, render(t, vals), "Deployment", &d)
+			var f cli.ControllerFlags
+			fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+			f.Bind(fs)
+			if err := fs.Parse(d.Spec.Template.Spec.Containers[0].Args[1:]); err != nil {
+				t.Fatalf("the controller refuses the chart's arguments: %v", err)
+			}
+			opts, err := f.ManagerOptions()
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("got %v, want an error containing %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if opts.Lease != c.want || !opts.LeaderElection {
+				t.Errorf("leader election %v with lease %+v, want on with %+v", opts.LeaderElection, opts.Lease, c.want)
+			}
 		})
 	}
 }
@@ -362,6 +434,7 @@ func TestFlags(t *testing.T) {
 			"--max-endpoints-per-slice=100", "--min-endpoints-per-slice=10", "--max-endpoints-per-backend=10000", "--max-slices-per-backend=100", "--namespace-share=0", "--default-drain-period=30s", "--resolve-timeout=10s",
 			"--coalesce-quiet=0s", "--coalesce-max=5s", "--zap-log-level=info",
 			"--cluster-domain=cluster.local", "--allow-sources-without-provider=false", "--deny-pod-cidrs=false",
+			"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s",
 		}},
 		{"production", "testdata/values-production.yaml", []string{
 			"--concurrent=8", "--kube-api-qps=100", "--kube-api-burst=200",
@@ -374,6 +447,7 @@ func TestFlags(t *testing.T) {
 			"--consul-address=https://consul.consul.svc:8501",
 			"--consul-token-file=/var/run/secrets/backendslice/consul/token",
 			"--zap-encoder=json",
+			"--leader-elect-lease-duration=20s", "--leader-elect-renew-deadline=15s", "--leader-elect-retry-period=3s",
 		}},
 	}
 	for _, c := range cases {
@@ -488,6 +562,11 @@ func TestSchemaRejects(t *testing.T) {
 		{"cluster domain with a trailing dot", "controller: {clusterDomain: cluster.local.}", []string{"/controller/clusterDomain", "does not match pattern"}},
 		{"cluster domain in capitals", "controller: {clusterDomain: Cluster.Local}", []string{"/controller/clusterDomain", "does not match pattern"}},
 		{"empty cluster domain", `controller: {clusterDomain: ""}`, []string{"/controller/clusterDomain"}},
+		{"lease in fractions of a second", "controller: {leaderElection: {leaseDuration: 12500ms}}", []string{"/controller/leaderElection/leaseDuration", "does not match pattern"}},
+		{"lease as a number", "controller: {leaderElection: {leaseDuration: 15}}", []string{"/controller/leaderElection/leaseDuration", "want string"}},
+		{"retry period in words", "controller: {leaderElection: {retryPeriod: two seconds}}", []string{"/controller/leaderElection/retryPeriod", "does not match pattern"}},
+		{"misspelt lease value", "controller: {leaderElection: {leaseDurationSeconds: 15}}", []string{"/controller/leaderElection", "leaseDurationSeconds"}},
+		{"grace period shorter than the controller's stop", "terminationGracePeriodSeconds: 10", []string{"/terminationGracePeriodSeconds", "minimum"}},
 		{"unsafeAllowDefaultDenied of a network that is no default", "controller: {unsafeAllowDefaultDenied: [10.0.0.0/8]}", []string{"/controller/unsafeAllowDefaultDenied/0"}},
 	}
 	ch := load(t)
