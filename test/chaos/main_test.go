@@ -11,10 +11,14 @@
 //     (TestProvidersDownAcrossRestart);
 //   - stops and starts kube-apiserver while 200 backends converge
 //     (TestAPIServerRestartMidSync);
-//   - runs two replicas with leader election and kills the leader mid-sync
-//     (TestLeaderHandover);
+//   - runs two replicas with leader election and stops the leader
+//     mid-sync, with SIGKILL and with SIGTERM (TestLeaderHandover);
 //   - edits, relabels and deletes what the controller wrote, and plants
-//     slices with its labels that are not its own (TestTampering).
+//     slices with its labels that are not its own (TestTampering);
+//   - upgrades two replicas as the chart's rolling update does, from the
+//     previous release's binary (-previous) to this checkout's, while a
+//     health check flips, and counts what the upgrade costs
+//     (TestRollingUpgrade, make bench-upgrade).
 //
 // The invariants are one function, (*world).check, shared by every test.
 //
@@ -55,11 +59,18 @@ var (
 	kills     = flag.Int("kills", 3, "SIGKILLs of the controller in TestKillsUnderChurn")
 	quiet     = flag.Duration("quiet", 10*time.Second, "quiet window over which reconciles and writes are counted after tampering")
 	backends  = flag.Int("backends", 200, "ExternalBackends converging while kube-apiserver restarts")
-	handovers = flag.Int("handovers", 1, "leader kills in TestLeaderHandover")
+	handovers = flag.Int("handovers", 1, "leader kills in TestLeaderHandover, and as many leader SIGTERMs")
 	downFor   = flag.Duration("down", 8*time.Second, "how long each provider stays down (longer than the drain period of its backends)")
 	seedFlag  = flag.Int64("seed", 0, "seed of every random choice; 0 picks one from the clock (the run logs it)")
 	binary    = flag.String("binary", "", "controller binary to run instead of building one from this checkout")
 	report    = flag.String("report", "", "write the figures of the run as Markdown to this file (docs/reliability.md)")
+
+	// TestRollingUpgrade (make bench-upgrade).
+	previous        = flag.String("previous", "", "git revision (commit or tag) whose controller runs before TestRollingUpgrade upgrades it to this checkout's; empty: this checkout's too (a rolling restart)")
+	upgrades        = flag.Int("upgrades", 1, "rolling upgrades in TestRollingUpgrade, stopping the old leader first and then an old standby first, in turn")
+	upgradeBackends = flag.Int("upgrade-backends", 20, "static ExternalBackends besides the flipped one in TestRollingUpgrade")
+	flipPeriod      = flag.Duration("flip-period", time.Second, "how often TestRollingUpgrade flips a Consul check")
+	upgradeReport   = flag.String("upgrade-report", "", "write TestRollingUpgrade's figures as the upgrade section of this Markdown file (docs/benchmarks.md)")
 )
 
 // Fixed names of the environment the child controllers run in.

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,17 +26,21 @@ import (
 type replica struct {
 	t    *testing.T
 	name string
+	// bin is the controller binary the replica runs: this checkout's,
+	// or another release's.
+	bin  string
 	args []string
-	// metricsURL is the child's /metrics.
-	metricsURL string
-	logPath    string
+	// metricsURL is the child's /metrics, readyURL its /readyz.
+	metricsURL, readyURL string
+	logPath              string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	exitErr error
-	// starts counts the processes run, kills the SIGKILLs sent.
-	starts, kills int
+	// starts counts the processes run, kills the SIGKILLs sent, terms
+	// the SIGTERMs.
+	starts, kills, terms int
 }
 
 // controllerFlags are the flags every child runs with: the test's API
@@ -71,7 +76,9 @@ func newReplica(t *testing.T, name string, extra ...string) *replica {
 	r := &replica{
 		t:          t,
 		name:       name,
+		bin:        env.bin,
 		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]),
+		readyURL:   fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]),
 		logPath:    filepath.Join(t.TempDir(), name+".log"),
 	}
 	r.args = append(controllerFlags(),
@@ -81,7 +88,7 @@ func newReplica(t *testing.T, name string, extra ...string) *replica {
 	t.Cleanup(func() {
 		r.kill()
 		if t.Failed() {
-			t.Logf("controller %s (%d runs, %d kills), end of its log:\n%s", r.name, r.starts, r.kills, r.logTail(6000))
+			t.Logf("controller %s (%d runs, %d kills, %d SIGTERMs), end of its log:\n%s", r.name, r.starts, r.kills, r.terms, r.logTail(6000))
 		}
 	})
 	return r
@@ -99,7 +106,7 @@ func (r *replica) start() {
 	r.mu.Lock()
 	r.starts++
 	fmt.Fprintf(log, "\n===== chaos: run %d of %s at %s =====\n", r.starts, r.name, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(env.bin, r.args...)
+	cmd := exec.Command(r.bin, r.args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Static credentials as a Pod's environment gives them; no shared
 	// config or instance metadata is looked up.
@@ -113,7 +120,7 @@ func (r *replica) start() {
 	)
 	if err := cmd.Start(); err != nil {
 		r.mu.Unlock()
-		r.t.Fatalf("starting %s: %v", env.bin, err)
+		r.t.Fatalf("starting %s: %v", r.bin, err)
 	}
 	exited := make(chan struct{})
 	r.cmd, r.exited, r.exitErr = cmd, exited, nil
@@ -165,6 +172,51 @@ func (r *replica) kill() time.Time {
 	return at
 }
 
+// terminate sends SIGTERM, as the kubelet does to a Pod that a rolling
+// update or a drain stops, and returns when it was sent; wait tells how
+// the process ended. Terminating a dead replica does nothing.
+func (r *replica) terminate() time.Time {
+	r.mu.Lock()
+	cmd, exited := r.cmd, r.exited
+	r.mu.Unlock()
+	if cmd == nil {
+		return time.Time{}
+	}
+	select {
+	case <-exited:
+		return time.Time{}
+	default:
+	}
+	at := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		r.t.Errorf("sending SIGTERM to %s: %v", r.name, err)
+	}
+	r.mu.Lock()
+	r.terms++
+	r.mu.Unlock()
+	return at
+}
+
+// wait waits until the process exits and returns when it did and how; a
+// process still running after grace (the Pod's termination grace period)
+// is killed, as the kubelet would, and fails the test.
+func (r *replica) wait(grace time.Duration) (time.Time, error) {
+	r.t.Helper()
+	r.mu.Lock()
+	exited := r.exited
+	r.mu.Unlock()
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		r.t.Errorf("controller %s still runs %s after SIGTERM: killed; end of its log:\n%s", r.name, grace, r.logTail(4000))
+		r.kill()
+	}
+	at := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return at, r.exitErr
+}
+
 // running tells whether the process is alive, and if not, how it ended.
 func (r *replica) running() (bool, error) {
 	r.mu.Lock()
@@ -211,6 +263,19 @@ func (r *replica) logTail(n int) string {
 	}
 	slices.Reverse(out)
 	return strings.Join(out, "\n")
+}
+
+// ready tells whether the replica's readiness probe (/readyz, which the
+// chart's Deployment probes) passes: a rolling update waits for it before
+// it stops an old Pod.
+func (r *replica) ready() bool {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(r.readyURL)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // sample is one series of a scraped metric.

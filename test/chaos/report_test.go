@@ -25,9 +25,10 @@ type faultStats struct {
 
 // ledger collects the figures of the run for the report.
 type ledger struct {
-	mu     sync.Mutex
-	order  []string
-	faults map[string]*faultStats
+	mu        sync.Mutex
+	order     []string
+	faults    map[string]*faultStats
+	handovers []handover
 }
 
 func newLedger() *ledger { return &ledger{faults: map[string]*faultStats{}} }
@@ -78,6 +79,33 @@ func (l *ledger) note(fault, format string, args ...any) {
 	s.notes = append(s.notes, fmt.Sprintf(format, args...))
 }
 
+// handedOver records the times of one leader handover.
+func (l *ledger) handedOver(h handover) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.handovers = append(l.handovers, h)
+}
+
+// handoverTable renders the handovers, one row each, in the order made.
+func (l *ledger) handoverTable(b *strings.Builder) {
+	if len(l.handovers) == 0 {
+		return
+	}
+	b.WriteString("\n## Leader handovers\n\n")
+	b.WriteString("Two replicas with leader election (the default lease: 15 s, renewed every 2 s); the leader is stopped in the\n")
+	b.WriteString("middle of a burst of changes, a Consul check is flipped just after the signal, and each time is counted from the signal.\n\n")
+	b.WriteString("| signal | lease last renewed before it | old leader exited | lease taken | new leader's first write | flip made then published |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	round := func(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
+	for _, h := range l.handovers {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", h.signal, round(h.renewed), round(h.exited), round(h.lease), round(h.firstWrite), round(h.flip))
+	}
+	b.WriteString("\nA SIGKILLed leader (a crash, an OOM kill, a lost node) leaves its lease to expire: the standby takes it at its\n")
+	b.WriteString("first look (every 2 s, jittered up to 2.4 s) after the lease duration has passed since it saw the last renewal.\n")
+	b.WriteString("A SIGTERMed leader (a rolling update, a drain) stops its reconciles, releases the lease and exits; the standby takes\n")
+	b.WriteString("it at its next look. Its caches are synced while it stands by, so its first write follows at once.\n")
+}
+
 // write renders the report as Markdown into path.
 func (l *ledger) write(path string, passed bool) error {
 	l.mu.Lock()
@@ -89,7 +117,7 @@ func (l *ledger) write(path string, passed bool) error {
 	}
 	fmt.Fprintf(&b, "# Reliability under faults\n\n")
 	fmt.Fprintf(&b, "Written by the chaos suite (`test/chaos`, `make chaos`): the real `backendslice` binary in a child process,\n")
-	fmt.Fprintf(&b, "killed with SIGKILL, against a real kube-apiserver and etcd (%s), a real Consul agent, the in-process\n", stack)
+	fmt.Fprintf(&b, "killed with SIGKILL or stopped with SIGTERM, against a real kube-apiserver and etcd (%s), a real Consul agent, the in-process\n", stack)
 	fmt.Fprintf(&b, "DNS server and the AWS wire fake. Every check is the same function, `(*world).check` in\n")
 	fmt.Fprintf(&b, "`test/chaos/invariants_test.go`, which reads every Service, EndpointSlice and ExternalBackend and\n")
 	fmt.Fprintf(&b, "compares them with what the test made the sources report.\n\n")
@@ -116,7 +144,7 @@ func (l *ledger) write(path string, passed bool) error {
 			s.counts[lost], s.counts[duplicated], s.counts[orphaned], s.counts[foreignTouched], other)
 	}
 	b.WriteString("\n\"Converge\" is the first check, polled every 200 ms, at which every invariant holds, timed from the\n")
-	b.WriteString("fault's end (the restart, the provider or API server back, the tamper, the leader's kill).\n")
+	b.WriteString("fault's end (the restart, the provider or API server back, the tamper, the leader's kill or SIGTERM).\n")
 	b.WriteString("\"Other\" counts endpoints published that no source reports beyond their drain period, wrong\n")
 	b.WriteString("conditions, ports, labels or selectors, statuses that never caught up, and writes in quiet windows.\n")
 	var notes []string
@@ -130,6 +158,7 @@ func (l *ledger) write(path string, passed bool) error {
 		b.WriteString(strings.Join(notes, "\n"))
 		b.WriteString("\n")
 	}
+	l.handoverTable(&b)
 	b.WriteString(invariantsDoc)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

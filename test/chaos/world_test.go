@@ -400,6 +400,14 @@ func (w *world) deregisterConsul(t *testing.T, service, id string) {
 // setConsulCheck flips the TTL check of an instance of service.
 func (w *world) setConsulCheck(t *testing.T, service, id, status string) {
 	t.Helper()
+	if err := w.trySetConsulCheck(service, id, status); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// trySetConsulCheck is setConsulCheck for a goroutine other than the
+// test's, which must not fail the test itself.
+func (w *world) trySetConsulCheck(service, id, status string) error {
 	var err error
 	w.change(func() {
 		if err = env.consul.SetCheck(id, status); err == nil {
@@ -409,8 +417,9 @@ func (w *world) setConsulCheck(t *testing.T, service, id, status string) {
 		}
 	})
 	if err != nil {
-		t.Fatalf("setting the check of Consul instance %s to %s: %v", id, status, err)
+		return fmt.Errorf("setting the check of Consul instance %s to %s: %w", id, status, err)
 	}
+	return nil
 }
 
 // reregisterConsul registers every instance of the model again: a dev
