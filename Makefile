@@ -176,10 +176,11 @@ bench-probes: $(TEST_PREREQS) ## Probe 10,000 endpoints at a 10 s period on one 
 # change CHANGELOG.md lists as unreleased (the code laid out by behaviour).
 PREVIOUS_RELEASE ?= fcb9b8b
 UPGRADES ?= 4
+UPGRADE_BACKENDS ?= 200
 
 .PHONY: bench-upgrade
 bench-upgrade: controlplane consul ## Upgrade two replicas from PREVIOUS_RELEASE (0.2.0) to this checkout as the chart's rolling update does, UPGRADES times, while a health check flips: rewrites the upgrade section of docs/benchmarks.md.
-	$(ENVTEST_ENV) $(GO) test ./test/chaos -run '^TestRollingUpgrade$$' -count=1 -v -timeout 30m -args -previous=$(PREVIOUS_RELEASE) -upgrades=$(UPGRADES) -upgrade-report=$(CURDIR)/docs/benchmarks.md
+	$(ENVTEST_ENV) $(GO) test ./test/chaos -run '^TestRollingUpgrade$$' -count=1 -v -timeout 30m -args -previous=$(PREVIOUS_RELEASE) -upgrades=$(UPGRADES) -upgrade-backends=$(UPGRADE_BACKENDS) -upgrade-report=$(CURDIR)/docs/benchmarks.md
 
 ##@ Helm chart (Helm Go SDK, pinned in go.mod)
 

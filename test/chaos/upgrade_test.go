@@ -113,7 +113,11 @@ func previousBinary(t *testing.T) build {
 		t.Fatalf("building %s of commit %s: %v\n%s", pkg, commit, err, b)
 	}
 	t.Logf("built the controller of %s (commit %s) in %s", *previous, commit, time.Since(start).Round(100*time.Millisecond))
-	return build{path: out, built: fmt.Sprintf("`%s` (commit %s)", *previous, commit)}
+	built := "the controller built from commit " + commit
+	if !strings.HasPrefix(commit, *previous) {
+		built = fmt.Sprintf("the controller built from `%s` (commit %s)", *previous, commit)
+	}
+	return build{path: out, built: built + ", the Makefile's `PREVIOUS_RELEASE`"}
 }
 
 // upgradeOnce runs one rolling upgrade in a namespace of its own.
