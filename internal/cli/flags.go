@@ -91,6 +91,20 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	fs.AddGoFlagSet(gofs)
 }
 
+// OptionsFromArgs parses args as `backendslice controller` takes its flags
+// and returns the manager options they describe, checked: how the tests
+// read what the chart passes, and any other list of arguments, as the
+// binary would.
+func OptionsFromArgs(args []string) (controllers.ManagerOptions, error) {
+	var f ControllerFlags
+	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	f.Bind(fs)
+	if err := fs.Parse(args); err != nil {
+		return controllers.ManagerOptions{}, err
+	}
+	return f.ManagerOptions()
+}
+
 // ManagerOptions checks the flags and returns the manager options they
 // describe, without providers: those are built by NewProviders, by the
 // commands that call out.

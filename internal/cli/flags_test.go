@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/backendslice/backendslice/controllers"
 )
 
@@ -37,15 +35,9 @@ func TestDeniedDefaultsAlwaysApply(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			opts, err := parsed(t, c.args...)
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("got %v, want an error containing %q", err, c.err)
-				}
+			opts, err := OptionsFromArgs(c.args)
+			if !wantErr(t, err, c.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var want []netip.Prefix
 			for _, s := range c.wantCIDRs {
@@ -73,7 +65,7 @@ func TestProviderCheckFlags(t *testing.T) {
 		{args: []string{"--provider-check-interval=100ms"}, err: "--provider-check-interval=100ms: must be at least 1s"},
 		{args: []string{"--provider-check-interval=10s", "--provider-check-timeout=20s"}, err: "--provider-check-timeout=20s: must be positive and at most --provider-check-interval=10s"},
 	} {
-		opts, err := parsed(t, c.args...)
+		opts, err := OptionsFromArgs(c.args)
 		switch {
 		case c.err == "" && err != nil:
 			t.Errorf("%v: %v", c.args, err)
@@ -83,19 +75,6 @@ func TestProviderCheckFlags(t *testing.T) {
 			t.Errorf("%v: %v, want an error containing %q", c.args, err, c.err)
 		}
 	}
-}
-
-// parsed is the manager options the controller's flags args give, and
-// their checks' error.
-func parsed(t *testing.T, args ...string) (controllers.ManagerOptions, error) {
-	t.Helper()
-	var f ControllerFlags
-	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
-	f.Bind(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	return f.ManagerOptions()
 }
 
 // TestLeaseFlags: the leader election lease's times reach the manager's
@@ -133,25 +112,26 @@ func TestLeaseFlags(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var f ControllerFlags
-			fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
-			f.Bind(fs)
-			if err := fs.Parse(c.args); err != nil {
-				t.Fatal(err)
-			}
-			opts, err := f.ManagerOptions()
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("got %v, want an error containing %q", err, c.err)
-				}
+			opts, err := OptionsFromArgs(c.args)
+			if !wantErr(t, err, c.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if opts.Lease != c.want {
 				t.Errorf("lease %+v, want %+v", opts.Lease, c.want)
 			}
 		})
 	}
+}
+
+// wantErr checks err against want, a part of the message expected ("" for
+// none), and tells whether the case goes on to check the options.
+func wantErr(t *testing.T, err error, want string) bool {
+	t.Helper()
+	switch {
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Fatalf("got %v, want an error containing %q", err, want)
+	case want == "" && err != nil:
+		t.Fatal(err)
+	}
+	return want == ""
 }

@@ -152,16 +152,9 @@ func (r *replica) start() {
 // for the process to go. It returns when the signal was sent; killing a
 // dead replica does nothing.
 func (r *replica) kill() time.Time {
-	r.mu.Lock()
-	cmd, exited := r.cmd, r.exited
-	r.mu.Unlock()
+	cmd, exited := r.alive()
 	if cmd == nil {
 		return time.Time{}
-	}
-	select {
-	case <-exited:
-		return time.Time{}
-	default:
 	}
 	at := time.Now()
 	_ = cmd.Process.Kill()
@@ -172,20 +165,30 @@ func (r *replica) kill() time.Time {
 	return at
 }
 
-// terminate sends SIGTERM, as the kubelet does to a Pod that a rolling
-// update or a drain stops, and returns when it was sent; wait tells how
-// the process ended. Terminating a dead replica does nothing.
-func (r *replica) terminate() time.Time {
+// alive is the running process and the channel closed when it exits, or
+// nil when none runs.
+func (r *replica) alive() (*exec.Cmd, chan struct{}) {
 	r.mu.Lock()
 	cmd, exited := r.cmd, r.exited
 	r.mu.Unlock()
 	if cmd == nil {
-		return time.Time{}
+		return nil, nil
 	}
 	select {
 	case <-exited:
-		return time.Time{}
+		return nil, nil
 	default:
+		return cmd, exited
+	}
+}
+
+// terminate sends SIGTERM, as the kubelet does to a Pod that a rolling
+// update or a drain stops, and returns when it was sent; wait tells how
+// the process ended. Terminating a dead replica does nothing.
+func (r *replica) terminate() time.Time {
+	cmd, _ := r.alive()
+	if cmd == nil {
+		return time.Time{}
 	}
 	at := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -113,11 +113,24 @@ func previousBinary(t *testing.T) build {
 		t.Fatalf("building %s of commit %s: %v\n%s", pkg, commit, err, b)
 	}
 	t.Logf("built the controller of %s (commit %s) in %s", *previous, commit, time.Since(start).Round(100*time.Millisecond))
-	built := "the controller built from commit " + commit
-	if !strings.HasPrefix(commit, *previous) {
-		built = fmt.Sprintf("the controller built from `%s` (commit %s)", *previous, commit)
+	return build{path: out, built: fmt.Sprintf("the controller of %s (its chart's appVersion), built from commit %s", appVersion(t, src), commit)}
+}
+
+// appVersion is the appVersion of the chart in the source tree src: the
+// release its binary is.
+func appVersion(t *testing.T, src string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(src, "charts", "backendslice", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return build{path: out, built: built + ", the Makefile's `PREVIOUS_RELEASE`"}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "appVersion:"); ok {
+			return strings.Trim(strings.TrimSpace(v), `"'`)
+		}
+	}
+	t.Fatalf("%s/charts/backendslice/Chart.yaml has no appVersion", src)
+	return ""
 }
 
 // upgradeOnce runs one rolling upgrade in a namespace of its own.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/internal/cli"
-	"github.com/spf13/pflag"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/lint/support"
@@ -389,27 +388,12 @@ func TestLeaderElectionValues(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			vals := map[string]any{}
-			if err := yaml.Unmarshal([]byte(c.values), &vals); err != nil {
-				t.Fatal(err)
-			}
-			var d appsv1.Deployment
-			typed(t, render(t, vals), "Deployment", &d)
-			var f cli.ControllerFlags
-			fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
-			f.Bind(fs)
-			if err := fs.Parse(d.Spec.Template.Spec.Containers[0].Args[1:]); err != nil {
-				t.Fatalf("the controller refuses the chart's arguments: %v", err)
-			}
-			opts, err := f.ManagerOptions()
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
+			opts, err := chartOptions(t, c.values)
+			if c.err != "" || err != nil {
+				if err == nil || c.err == "" || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("got %v, want an error containing %q", err, c.err)
 				}
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if opts.Lease != c.want || !opts.LeaderElection {
 				t.Errorf("leader election %v with lease %+v, want on with %+v", opts.LeaderElection, opts.Lease, c.want)
@@ -491,21 +475,9 @@ func TestMetadataStaysDenied(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			vals := map[string]any{}
-			if err := yaml.Unmarshal([]byte(c.values), &vals); err != nil {
-				t.Fatal(err)
-			}
-			var d appsv1.Deployment
-			typed(t, render(t, vals), "Deployment", &d)
-			var f cli.ControllerFlags
-			fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
-			f.Bind(fs)
-			if err := fs.Parse(d.Spec.Template.Spec.Containers[0].Args[1:]); err != nil {
-				t.Fatalf("the controller refuses the chart's arguments: %v", err)
-			}
-			opts, err := f.ManagerOptions()
+			opts, err := chartOptions(t, c.values)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("the controller refuses the chart's arguments: %v", err)
 			}
 			for _, p := range metadata {
 				if denied := slices.Contains(opts.Config.DeniedPrefixes, p); denied == (p.String() == c.allowed) {
@@ -519,6 +491,19 @@ func TestMetadataStaysDenied(t *testing.T) {
 			}
 		})
 	}
+}
+
+// chartOptions renders the chart with values (YAML) and runs the controller's own
+// flag parsing and checks on the Deployment's arguments.
+func chartOptions(t *testing.T, values string) (controllers.ManagerOptions, error) {
+	t.Helper()
+	vals := map[string]any{}
+	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	typed(t, render(t, vals), "Deployment", &d)
+	return cli.OptionsFromArgs(d.Spec.Template.Spec.Containers[0].Args[1:])
 }
 
 // TestSchemaRejects checks that values.schema.json refuses wrong values
