@@ -95,9 +95,9 @@ func (r *recorder) handler(kind string) toolscache.ResourceEventHandler {
 			return // a tombstone: the delete was missed, no write to count
 		}
 		e := event{at: time.Now(), kind: kind, verb: verb, obj: o}
-		if old != nil {
-			e.old = old.(client.Object)
-			if e.old.GetResourceVersion() == o.GetResourceVersion() {
+		if prev, ok := old.(client.Object); ok {
+			e.old = prev
+			if prev.GetResourceVersion() == o.GetResourceVersion() {
 				return
 			}
 		}

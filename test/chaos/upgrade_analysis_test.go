@@ -148,27 +148,12 @@ func (res *upgradeResult) count(e event, flipService string, flipAddrs map[strin
 	switch e.kind {
 	case kindSlice, kindService:
 		res.writes++
-		if e.kind == kindSlice && e.verb == verbUpdate {
-			own, what := sliceWrite(e.old.(*discoveryv1.EndpointSlice), e.obj.(*discoveryv1.EndpointSlice), flipService, flipAddrs)
-			if own {
-				res.flipWrites++
-				return
-			}
-			res.extra = append(res.extra, fmt.Sprintf("+%s slice %s: %s", e.at.Sub(res.start).Round(time.Millisecond), e.obj.GetName(), what))
-			return
-		}
-		what := e.verb
-		if e.verb == verbUpdate {
-			o, n := e.old.(*corev1.Service), e.obj.(*corev1.Service)
-			what = "changed " + strings.Join(changedParts(o.Labels, n.Labels, o.Annotations, n.Annotations, o.OwnerReferences, n.OwnerReferences, o.Spec, n.Spec), ", ")
-		}
-		res.extra = append(res.extra, fmt.Sprintf("+%s %s %s: %s", e.at.Sub(res.start).Round(time.Millisecond), e.kind, e.obj.GetName(), what))
+		res.countWrite(e, flipService, flipAddrs)
 	case kindBackend:
-		if e.verb != verbUpdate {
-			return
-		}
-		o, n := e.old.(*v1alpha1.ExternalBackend), e.obj.(*v1alpha1.ExternalBackend)
+		o, _ := e.old.(*v1alpha1.ExternalBackend)
+		n, _ := e.obj.(*v1alpha1.ExternalBackend)
 		switch {
+		case o == nil || n == nil: // an add or a delete: the test's own
 		case n.Name == flipService:
 			res.statusFlip++
 		default:
@@ -176,6 +161,26 @@ func (res *upgradeResult) count(e event, flipService string, flipAddrs map[strin
 			res.otherStatus = append(res.otherStatus, fmt.Sprintf("%s: %s", n.Name, statusDiff(o, n)))
 		}
 	}
+}
+
+// countWrite files a write to a slice or a Service: a flip's own, or one
+// more, said in a line.
+func (res *upgradeResult) countWrite(e event, flipService string, flipAddrs map[string]bool) {
+	what := e.verb
+	switch o := e.old.(type) {
+	case *discoveryv1.EndpointSlice:
+		n, _ := e.obj.(*discoveryv1.EndpointSlice)
+		own, diff := sliceWrite(o, n, flipService, flipAddrs)
+		if own {
+			res.flipWrites++
+			return
+		}
+		what = diff
+	case *corev1.Service:
+		n, _ := e.obj.(*corev1.Service)
+		what = "changed " + strings.Join(changedParts(o.Labels, n.Labels, o.Annotations, n.Annotations, o.OwnerReferences, n.OwnerReferences, o.Spec, n.Spec), ", ")
+	}
+	res.extra = append(res.extra, fmt.Sprintf("+%s %s %s: %s", e.at.Sub(res.start).Round(time.Millisecond), e.kind, e.obj.GetName(), what))
 }
 
 // sliceWrite tells whether an update of a slice only published flips (the
@@ -226,7 +231,7 @@ func changedParts(pairs ...any) []string {
 
 // statusDiff names what a backend's write changed.
 func statusDiff(o, n *v1alpha1.ExternalBackend) string {
-	if !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equality.Semantic.DeepEqual(o.ObjectMeta.Finalizers, n.ObjectMeta.Finalizers) {
+	if !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equality.Semantic.DeepEqual(o.Finalizers, n.Finalizers) {
 		return "spec or finalizers"
 	}
 	var parts []string
