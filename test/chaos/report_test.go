@@ -103,7 +103,8 @@ func (l *ledger) handoverTable(b *strings.Builder) {
 	b.WriteString("\nA SIGKILLed leader (a crash, an OOM kill, a lost node) leaves its lease to expire: the standby takes it at its\n")
 	b.WriteString("first look (every 2 s, jittered up to 2.4 s) after the lease duration has passed since it saw the last renewal.\n")
 	b.WriteString("A SIGTERMed leader (a rolling update, a drain) stops its reconciles, releases the lease and exits; the standby takes\n")
-	b.WriteString("it at its next look. Its caches are synced while it stands by, so its first write follows at once.\n")
+	b.WriteString("it at its next look. Its caches are synced while it stands by, so its first write follows at once. The stopping\n")
+	b.WriteString("leader still finishes the reconciles its workers began, and may publish the flip itself.\n")
 }
 
 // write renders the report as Markdown into path.
