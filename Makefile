@@ -10,8 +10,9 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 CONTROLLER_GEN_PKG := sigs.k8s.io/controller-tools/cmd/controller-gen
 GOLANGCI_LINT_PKG := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
-# kube-apiserver, kube-proxy, etcd, consul and CoreDNS versions are pinned in
-# test/controlplane/<name>/go.mod (kube-proxy in kube-apiserver's).
+# kube-apiserver, kube-proxy, kube-controller-manager, etcd, consul and CoreDNS
+# versions are pinned in test/controlplane/<name>/go.mod (kube-proxy and
+# kube-controller-manager in kube-apiserver's).
 
 # Where things go.
 GO ?= go
@@ -26,8 +27,8 @@ INSTALL := bash $(CURDIR)/test/controlplane/install.sh
 # Test settings.
 # The Consul provider tests run a real Consul agent: `make test` installs it
 # into bin/ (built once, like the control plane).
-# The data-path suite runs kube-proxy and CoreDNS (built once, too) in network
-# namespaces, and needs the nft and ip commands.
+# The data-path suites run kube-proxy, CoreDNS and kube-controller-manager
+# (built once, too) in network namespaces, and need the nft and ip commands.
 TEST_PREREQS := controlplane consul dataplane
 TEST_FLAGS ?= -count=1 -timeout 30m
 TEST_PKGS ?= ./...
@@ -215,8 +216,9 @@ consul: ## Build (once) and link the Consul agent into bin/.
 	$(INSTALL) consul
 
 .PHONY: dataplane
-dataplane: ## Build (once) and link kube-proxy and CoreDNS into bin/; install nft and ip (Debian's nftables, iproute2) when missing.
+dataplane: ## Build (once) and link kube-proxy, kube-controller-manager and CoreDNS into bin/; install nft and ip (Debian's nftables, iproute2) when missing.
 	$(INSTALL) kube-proxy
+	$(INSTALL) kube-controller-manager
 	$(INSTALL) coredns
 	@missing=; \
 	command -v nft >/dev/null || missing="$$missing nftables"; \

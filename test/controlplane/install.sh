@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# install.sh NAME: put a test binary (kube-apiserver, kube-proxy, etcd, consul or
-# coredns) into <repo>/bin/.
+# install.sh NAME: put a test binary (kube-apiserver, kube-proxy,
+# kube-controller-manager, etcd, consul or coredns) into <repo>/bin/.
 #
 # The binaries cannot be downloaded here, so each one is built from a pinned Go
 # module under test/controlplane/ (kept apart from the product's go.mod): NAME/,
-# except kube-proxy, which comes from the same k8s.io/kubernetes module (and the
-# same staging replaces) as kube-apiserver and is built from kube-apiserver/. A build
+# except kube-proxy and kube-controller-manager, which come from the same
+# k8s.io/kubernetes module (and the same staging replaces) as kube-apiserver and
+# are built from kube-apiserver/. A build
 # is done once per machine and kept in the user cache, keyed by the version pinned
 # in that module's go.mod:
 #
@@ -20,7 +21,7 @@
 set -euo pipefail
 
 usage() {
-	echo "usage: $0 kube-apiserver|kube-proxy|etcd|consul|coredns" >&2
+	echo "usage: $0 kube-apiserver|kube-proxy|kube-controller-manager|etcd|consul|coredns" >&2
 	exit 2
 }
 [[ $# -eq 1 ]] || usage
@@ -45,6 +46,12 @@ kube-proxy)
 	pkg=k8s.io/kubernetes/cmd/kube-proxy
 	moddir=$here/kube-apiserver
 	minutes=2 # most packages are shared with kube-apiserver's build
+	;;
+kube-controller-manager)
+	mod=k8s.io/kubernetes
+	pkg=k8s.io/kubernetes/cmd/kube-controller-manager
+	moddir=$here/kube-apiserver
+	minutes=4 # shares most packages with kube-apiserver's build
 	;;
 etcd)
 	mod=go.etcd.io/etcd/server/v3
