@@ -136,7 +136,7 @@ else
 fi
 
 start=$SECONDS
-echo "$name $version: not in the cache, building it from test/controlplane/$name/."
+echo "$name $version: not in the cache, building it from ${moddir#"$repo"/}/."
 echo "$name $version: the first build takes ~$minutes min on 2 cores; later runs (and fresh clones on this machine) take seconds."
 
 tmpdir=$(mktemp -d "$cachedir/.build.XXXXXX")
