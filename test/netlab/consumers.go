@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -79,6 +80,22 @@ func (l *Lab) KubeProxy(ctx context.Context, bin, kubeconfig, nodeName, dir stri
 		return nil, err
 	}
 	return p, l.waitHTTP(ctx, p, "http://"+healthz+"/healthz")
+}
+
+// ControllerManager runs kube-controller-manager (bin) in the node
+// namespace with only the named controllers (for example
+// endpointslice-mirroring-controller and garbage-collector-controller), one instance without
+// leader election, and no serving port (--secure-port 0): nothing listens,
+// so it needs no certificate and no port of the machine. It has no health
+// endpoint then; a test tells it works by what its controllers do.
+func (l *Lab) ControllerManager(bin, kubeconfig, dir string, controllers ...string) (*Process, error) {
+	return l.Start(filepath.Join(dir, "kube-controller-manager.log"), bin,
+		"--kubeconfig", kubeconfig,
+		"--controllers", strings.Join(controllers, ","),
+		"--leader-elect=false",
+		"--secure-port", "0",
+		"--v", "2",
+	)
 }
 
 // CoreDNS runs CoreDNS (bin) in the node namespace on 127.0.0.1:port with

@@ -1,22 +1,19 @@
 package datapath_test
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	mdns "github.com/miekg/dns"
 
 	"github.com/backendslice/backendslice/test/e2e/framework"
+	"github.com/backendslice/backendslice/test/netlab"
 )
 
 // dialTimeout bounds one connection attempt of a client.
@@ -54,24 +51,8 @@ func ask(network, addr string) (string, error) {
 		n, err := c.Read(buf)
 		return string(buf[:n]), err
 	default:
-		c, err := lab.Node.Dial(ctx, "tcp", addr)
-		if err != nil {
-			return "", err
-		}
-		defer closeNow(c)
-		_ = c.SetDeadline(time.Now().Add(dialTimeout))
-		line, err := bufio.NewReader(c).ReadString('\n')
-		return strings.TrimSpace(line), err
+		return lab.Node.AskTCP(addr, dialTimeout)
 	}
-}
-
-// closeNow closes a TCP connection with a reset, so that the thousands of
-// connections a test opens leave no TIME_WAIT behind on the node.
-func closeNow(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = c.Close()
 }
 
 // tally opens n connections to addr and counts them by the host that
@@ -81,26 +62,11 @@ func tally(network, addr string, n int) map[string]int {
 	for range n {
 		name, err := ask(network, addr)
 		if err != nil {
-			name = "error: " + errorKind(err)
+			name = "error: " + netlab.ErrorKind(err)
 		}
 		out[name]++
 	}
 	return out
-}
-
-// errorKind is a short, stable name for a failed attempt.
-func errorKind(err error) string {
-	var ne net.Error
-	switch s := err.Error(); {
-	case strings.Contains(s, "connection refused"):
-		return "refused"
-	case strings.Contains(s, "network is unreachable"):
-		return "unreachable"
-	case errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	default:
-		return s
-	}
 }
 
 // waitReaches waits until connections to addr reach exactly the hosts

@@ -272,12 +272,12 @@ func TestDrainKeepsEstablishedConnections(t *testing.T) {
 			held, r = c, br
 			continue
 		}
-		closeNow(c)
+		netlab.CloseNow(c)
 	}
 	if held == nil {
 		t.Fatal("40 connections and none reached a1")
 	}
-	defer closeNow(held)
+	defer netlab.CloseNow(held)
 
 	framework.Edit(t, xb, func(xb *v1alpha1.ExternalBackend) {
 		xb.Spec.Sources[0].Static.Endpoints = endpoints(ipv4, "a2", "")

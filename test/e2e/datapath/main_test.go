@@ -11,10 +11,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +25,6 @@ import (
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/awstest"
 	"github.com/backendslice/backendslice/test/consultest"
-	"github.com/backendslice/backendslice/test/controlplane"
 	"github.com/backendslice/backendslice/test/dnstest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 	"github.com/backendslice/backendslice/test/netlab"
@@ -57,13 +54,6 @@ const zone = "datapath.test"
 // awsRefresh is how often the AWS provider lists instances.
 const awsRefresh = time.Second
 
-// The Service ranges: documentation blocks, so that every ClusterIP the
-// API server gives is a test address too.
-const (
-	serviceRange4 = "198.51.100.0/24"
-	serviceRange6 = "2001:db8:5::/112"
-)
-
 var (
 	lab *netlab.Lab
 	// hosts by name: a1, a2 in the node's zone; b1, b2 in the other; c1,
@@ -79,10 +69,6 @@ var hostNames = []string{"a1", "a2", "b1", "b2", "c1", "c2"}
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	ranges := serviceRange4
-	if os.Getenv(controlplane.StackEnv) != "single" {
-		ranges += "," + serviceRange6
-	}
 	var err error
 	if dnsServer, err = dnstest.New(zone); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -96,41 +82,7 @@ func run(m *testing.M) int {
 	defer func() { _ = agent.Close() }()
 	ec2 = awstest.New()
 	defer ec2.Close()
-
-	var labErr error
-	tmp, err := os.MkdirTemp("", "datapath-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := framework.Run(m, framework.Options{
-		ServiceCIDRs: ranges,
-		Providers:    newProviders,
-		Started: func(e *framework.Env) error {
-			return startLab(e, ranges, tmp)
-		},
-		Stopping: func() { labErr = closeLab() },
-	})
-	if err := labErr; err != nil {
-		fmt.Fprintln(os.Stderr, "removing the lab's namespaces:", err)
-		code = max(code, 1)
-	}
-	if code == 0 {
-		_ = os.RemoveAll(tmp)
-	} else {
-		fmt.Fprintln(os.Stderr, "kube-proxy's and CoreDNS's logs are in", tmp)
-	}
-	return code
-}
-
-// closeLab stops kube-proxy and CoreDNS and removes the namespaces.
-func closeLab() error {
-	if lab == nil {
-		return nil
-	}
-	err := lab.Close()
-	lab = nil
-	return err
+	return framework.RunWithLab(m, framework.Options{Providers: newProviders}, startLab)
 }
 
 // newProviders are the four kinds of source a failover is measured for.
@@ -153,18 +105,10 @@ func newProviders(w providers.Waker) ([]providers.Provider, error) {
 	return []providers.Provider{static.New(), d, c, a.EC2()}, nil
 }
 
-// startLab builds the node and the hosts, registers the node with the API
-// server and starts kube-proxy and CoreDNS in it.
-func startLab(e *framework.Env, ranges, dir string) error {
-	var prefixes []netip.Prefix
-	for _, r := range strings.Split(ranges, ",") {
-		prefixes = append(prefixes, netip.MustParsePrefix(r))
-	}
-	var err error
-	lab, err = netlab.New(func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }, prefixes...)
-	if err != nil {
-		return fmt.Errorf("the data-path tests build network namespaces and cannot run without them: %w", err)
-	}
+// startLab adds the hosts to the lab, and starts kube-proxy and CoreDNS
+// in its node.
+func startLab(e *framework.Env, l *netlab.Lab, logs string) error {
+	lab = l
 	for _, name := range hostNames {
 		h, err := lab.AddHost(name)
 		if err != nil {
@@ -186,28 +130,16 @@ func startLab(e *framework.Env, ranges, dir string) error {
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := e.Client.Create(ctx, node); err != nil {
-		return fmt.Errorf("registering node %s: %w", nodeName, err)
-	}
-	root, err := controlplane.RepoRoot()
+	kubeconfig, err := framework.StartKubeProxy(ctx, e, lab, node, logs)
 	if err != nil {
 		return err
 	}
-	bin := filepath.Join(root, "bin")
-	for _, b := range []string{"kube-proxy", "coredns"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			return fmt.Errorf("%s not found in bin/: run `make dataplane` (it builds it from Go modules once)", b)
-		}
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := lab.Kubeconfig(e.Config(), kubeconfig); err != nil {
+	coredns, err := framework.LabBinary("coredns")
+	if err != nil {
 		return err
 	}
-	if _, err := lab.KubeProxy(ctx, filepath.Join(bin, "kube-proxy"), kubeconfig, nodeName, dir); err != nil {
-		return errors.Join(err, errors.New("kube-proxy's log: "+filepath.Join(dir, "kube-proxy.log")))
-	}
-	if _, err := lab.CoreDNS(ctx, filepath.Join(bin, "coredns"), kubeconfig, "cluster.local", dnsPort, dir); err != nil {
-		return errors.Join(err, errors.New("CoreDNS's log: "+filepath.Join(dir, "coredns.log")))
+	if _, err := lab.CoreDNS(ctx, coredns, kubeconfig, "cluster.local", dnsPort, logs); err != nil {
+		return errors.Join(err, errors.New("CoreDNS's log: "+filepath.Join(logs, "coredns.log")))
 	}
 	return nil
 }
