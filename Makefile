@@ -162,6 +162,12 @@ FLEETS ?= 5000,10000,20000
 bench-ceiling: controlplane ## Grow one fleet to each size of FLEETS (backends), time single changes and a restart at each, and write the ceiling section of docs/benchmarks-scale.md.
 	$(ENVTEST_ENV) $(GO) test -tags bench -run TestCeilingReport -count=1 -v -timeout 90m ./test/bench/scale -args -docs=$(CURDIR)/docs -fleets=$(FLEETS)
 
+MIGRATION_RUNS ?= 20
+
+.PHONY: bench-migration
+bench-migration: $(TEST_PREREQS) ## Migrate hand-written Services (slices, legacy Endpoints, rollback) onto ExternalBackends under traffic through kube-proxy, MIGRATION_RUNS each (default 20): rewrites the migration section of docs/benchmarks.md.
+	$(ENVTEST_ENV) $(GO) test ./test/e2e/migration -run '^TestMigration$$' -count=1 -v -timeout 60m -args -runs=$(MIGRATION_RUNS) -report=$(CURDIR)/docs/benchmarks.md
+
 FAILOVER_FLIPS ?= 100
 
 .PHONY: bench-failover
