@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/importer"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 	"github.com/backendslice/backendslice/test/netlab"
 )
@@ -63,7 +64,8 @@ func scenarios() []scenario {
 
 // TestMigration migrates hand-written Services onto ExternalBackends, -runs
 // times for each scenario, with a client connecting to the cluster IP every
-// connGap through kube-proxy from before the ExternalBackend is written
+// connGap through kube-proxy from before the ExternalBackend (imported from
+// the live namespace, as `backendslice import --adopt` does) is written
 // until settle after the migration (and, for Rollback, the orphaning
 // delete) is complete. Each run asserts: no connection failed; the Service
 // kept its UID and cluster IP; the ready addresses across all slices of
@@ -121,7 +123,7 @@ func migrate(t *testing.T, sc scenario) runResult {
 	w := watchService(t, ns, hostAddrs())
 	tr := startTraffic(addr)
 	t.Cleanup(func() { tr.Stop(); w.stop() })
-	xb := adopting(ns)
+	xb := adopting(t, ns)
 	start := time.Now()
 	framework.Create(t, xb)
 	framework.WaitCondition(t, xb, v1alpha1.ConditionAdopted, metav1.ConditionTrue, v1alpha1.ReasonAdopted)
@@ -333,28 +335,33 @@ func legacyEndpoints(t *testing.T, ns string) {
 	framework.Create(t, endpointsOf(ns, svcName, hostAddrs()...))
 }
 
-// adopting is the ExternalBackend that takes Service db over: a static
-// source of the three hosts on the Service's port.
-//
-// `backendslice import --adopt` is to write this from the hand-written
-// objects; its library is not on main yet, so the test writes it. Once it
-// is, build it from the objects `before` wrote.
-func adopting(ns string) *v1alpha1.ExternalBackend {
-	var eps []v1alpha1.StaticEndpoint
-	for _, h := range hosts {
-		eps = append(eps, v1alpha1.StaticEndpoint{Address: h.Addr4.String(), Hostname: h.Name})
+// adopting is the ExternalBackend that takes Service db over, as
+// `backendslice import --adopt` writes it from the live namespace: its
+// library reads the Service and the hand-written slices or the Endpoints
+// object (not the slices mirrored from it). The import must carry
+// everything over (no note of something left out or changed).
+func adopting(t *testing.T, ns string) *v1alpha1.ExternalBackend {
+	t.Helper()
+	c := framework.E().Client
+	var svcs corev1.ServiceList
+	var eps discoveryv1.EndpointSliceList
+	var legacy corev1.EndpointsList //nolint:staticcheck // the legacy object a migration retires
+	for _, l := range []client.ObjectList{&svcs, &eps, &legacy} {
+		if err := c.List(context.Background(), l, client.InNamespace(ns)); err != nil {
+			t.Fatalf("reading the namespace to import: %v", err)
+		}
 	}
-	return &v1alpha1.ExternalBackend{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svcName},
-		Spec: v1alpha1.ExternalBackendSpec{
-			Service: v1alpha1.ServiceSpec{
-				Ports: []v1alpha1.ServicePort{{Name: portName, Port: servicePort, TargetPort: ptr.To[int32](echoPort), Protocol: "TCP"}},
-				Adopt: &v1alpha1.ServiceAdoption{HandWrittenManagedBy: []string{"cluster-admins"}},
-			},
-			AddressTypes: []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4},
-			Sources:      []v1alpha1.Source{{Name: "vms", Static: &v1alpha1.StaticSource{Endpoints: eps}}},
-		},
+	res := importer.Convert(importer.Objects{Services: svcs.Items, Slices: eps.Items, Endpoints: legacy.Items},
+		importer.Options{Namespace: ns, Adopt: true})
+	if len(res.Backends) != 1 || len(res.Refused) > 0 {
+		t.Fatalf("import: %d backend(s), refused %v, want Service %s imported", len(res.Backends), res.Refused, svcName)
 	}
+	b := res.Backends[0]
+	if !importer.Lossless(b.Notes) || b.ExternalBackend.Spec.Service.Adopt == nil {
+		t.Fatalf("import of %v: adopt %v, notes %v; want it carried over whole, with spec.service.adopt", b.Replaces, b.ExternalBackend.Spec.Service.Adopt, b.Notes)
+	}
+	b.ExternalBackend.Namespace = b.Namespace
+	return b.ExternalBackend
 }
 
 // hostAddrs are the three hosts' IPv4 addresses, in order.
