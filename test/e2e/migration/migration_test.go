@@ -345,7 +345,7 @@ func adopting(t *testing.T, ns string) *v1alpha1.ExternalBackend {
 	c := framework.E().Client
 	var svcs corev1.ServiceList
 	var eps discoveryv1.EndpointSliceList
-	var legacy corev1.EndpointsList //nolint:staticcheck // the legacy object a migration retires
+	var legacy corev1.EndpointsList
 	for _, l := range []client.ObjectList{&svcs, &eps, &legacy} {
 		if err := c.List(context.Background(), l, client.InNamespace(ns)); err != nil {
 			t.Fatalf("reading the namespace to import: %v", err)
