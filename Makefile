@@ -89,7 +89,7 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint (.golangci.yml).
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 # The end-to-end suites run a second time on a single-stack (IPv4-only) API
 # server, the kind most clusters are; the first run is dual-stack.
