@@ -28,11 +28,14 @@ type replica struct {
 	name string
 	// bin is the controller binary the replica runs: this checkout's,
 	// or another release's.
-	bin  string
-	args []string
-	// metricsURL is the child's /metrics, readyURL its /readyz.
-	metricsURL, readyURL string
-	logPath              string
+	bin string
+	// extra are the flags added to controllerFlags and the bind addresses.
+	extra []string
+	// metricsURL is the child's /metrics, readyURL its /readyz. Both
+	// change when a start finds a port taken and picks new ones.
+	metricsURL, readyURL   string
+	metricsAddr, readyAddr string
+	logPath                string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -72,19 +75,14 @@ func controllerFlags() []string {
 func newReplica(t *testing.T, name string, extra ...string) *replica {
 	t.Helper()
 	requireSetUp(t)
-	ports := freePorts(t, 2)
 	r := &replica{
-		t:          t,
-		name:       name,
-		bin:        env.bin,
-		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]),
-		readyURL:   fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]),
-		logPath:    filepath.Join(t.TempDir(), name+".log"),
+		t:       t,
+		name:    name,
+		bin:     env.bin,
+		extra:   extra,
+		logPath: filepath.Join(t.TempDir(), name+".log"),
 	}
-	r.args = append(controllerFlags(),
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]))
-	r.args = append(r.args, extra...)
+	r.pickPorts()
 	t.Cleanup(func() {
 		r.kill()
 		if t.Failed() {
@@ -94,10 +92,41 @@ func newReplica(t *testing.T, name string, extra ...string) *replica {
 	return r
 }
 
+// pickPorts chooses the ports the replica's metrics and health servers
+// bind.
+func (r *replica) pickPorts() {
+	ports := freePorts(r.t, 2)
+	r.metricsAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	r.readyAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
+	r.metricsURL = "http://" + r.metricsAddr + "/metrics"
+	r.readyURL = "http://" + r.readyAddr + "/readyz"
+}
+
+// startAttempts bounds how often start picks new ports after a child
+// found one taken by another process between the pick and its bind.
+const startAttempts = 3
+
 // start runs a new controller process and waits until it serves metrics,
 // which it does before it has synced its caches or won a lease.
 func (r *replica) start() {
 	r.t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := r.startOnce()
+		if err == nil {
+			return
+		}
+		if attempt < startAttempts && strings.Contains(err.Error(), "address already in use") {
+			r.t.Logf("controller %s: %v; starting again on other ports", r.name, err)
+			r.pickPorts()
+			continue
+		}
+		r.t.Fatal(err)
+	}
+}
+
+// startOnce runs the process once and waits for its metrics; the error
+// holds the end of its log when it exited while starting.
+func (r *replica) startOnce() error {
 	log, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		r.t.Fatal(err)
@@ -106,7 +135,10 @@ func (r *replica) start() {
 	r.mu.Lock()
 	r.starts++
 	fmt.Fprintf(log, "\n===== chaos: run %d of %s at %s =====\n", r.starts, r.name, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(r.bin, r.args...)
+	args := append(controllerFlags(),
+		"--metrics-bind-address", r.metricsAddr,
+		"--health-probe-bind-address", r.readyAddr)
+	cmd := exec.Command(r.bin, append(args, r.extra...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Static credentials as a Pod's environment gives them; no shared
 	// config or instance metadata is looked up.
@@ -135,15 +167,15 @@ func (r *replica) start() {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := r.scrape(); err == nil {
-			return
+			return nil
 		}
 		select {
 		case <-exited:
-			r.t.Fatalf("controller %s exited while starting (%v); end of its log:\n%s", r.name, r.exitErr, r.logTail(4000))
+			return fmt.Errorf("controller %s exited while starting (%v); end of its log:\n%s", r.name, r.exitErr, r.logTail(4000))
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("controller %s serves no metrics 30s after it started", r.name)
+			return fmt.Errorf("controller %s serves no metrics 30s after it started", r.name)
 		}
 	}
 }
@@ -421,11 +453,21 @@ func parseLabels(s string, labels map[string]string) (int, error) {
 	}
 }
 
-// freePorts returns n ports free on 127.0.0.1 now. Another process could
-// take one before the child binds it; the child then fails to start and
-// says so.
+// handedOut are the ports freePorts returned before. The kernel may hand
+// a port out again once its listener closes, before the child that was
+// given it binds; two replicas were once given the same one.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freePorts returns n ports free on 127.0.0.1 now, none returned before
+// in this test binary. Another process could take one before the child
+// binds it; start then picks again.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	var ports []int
 	var held []net.Listener
 	defer func() {
@@ -433,13 +475,18 @@ func freePorts(t *testing.T, n int) []int {
 			_ = l.Close()
 		}
 	}()
-	for range n {
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, l)
-		ports = append(ports, int(netip.MustParseAddrPort(l.Addr().String()).Port()))
+		port := int(netip.MustParseAddrPort(l.Addr().String()).Port())
+		if handedOut.ports[port] {
+			continue
+		}
+		handedOut.ports[port] = true
+		ports = append(ports, port)
 	}
 	return ports
 }
