@@ -69,7 +69,7 @@ generate: controller-gen ## Generate deepcopy code for api/ (controller-gen obje
 
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRD and RBAC into config/, and copy them into the Helm chart.
-	$(CONTROLLER_GEN) crd rbac:roleName=backendslice-controller paths="./api/...;./controllers/..." \
+	$(CONTROLLER_GEN) crd rbac:roleName=manager-role paths="./api/...;./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@# The chart renders these copies (templates/crds.yaml, templates/clusterrole.yaml),
 	@# so its CRD and ClusterRole are always the generated ones.
@@ -101,7 +101,7 @@ test: $(TEST_PREREQS) ## Run all tests on a real kube-apiserver and etcd (envtes
 	$(ENVTEST_ENV) BACKENDSLICE_TEST_STACK=single $(GO) test $(E2E_PKGS) $(TEST_FLAGS)
 
 .PHONY: verify
-verify: generate manifests fmt ## Fail if generated code, manifests, formatting or go.mod are out of date.
+verify: generate manifests fmt ## Fail if generated code, manifests, formatting or go.mod are out of date, or the kustomize base does not build.
 	@changed=$$(git status --porcelain -- $(VERIFY_PATHS)); \
 	if [[ -n "$$changed" ]]; then \
 		echo; \
@@ -116,6 +116,11 @@ verify: generate manifests fmt ## Fail if generated code, manifests, formatting 
 	@if ! $(GO) mod tidy -diff; then \
 		echo; \
 		echo 'verify: FAILED. go.mod/go.sum are not tidy: run `go mod tidy` and commit the result.'; \
+		exit 1; \
+	fi
+	@if ! $(GO) test ./test/kustomizetest -count=1; then \
+		echo; \
+		echo 'verify: FAILED. The kustomize base config/default does not build, or is not what an install needs (above).'; \
 		exit 1; \
 	fi
 	@echo 'verify: OK'

@@ -3,7 +3,9 @@
 // chart's ServiceAccount through impersonation, passes the end-to-end
 // scenarios; the same identity may read Secrets in the release namespace
 // alone and is refused everything else; and every rule the chart grants is
-// shown to be needed by taking it away.
+// shown to be needed by taking it away. The kustomize base (config/default)
+// is applied the same way, and the controller binary run from its
+// Deployment (TestKustomizeBase).
 //
 // The controller runs in a child process (this test binary, started again):
 // controller-runtime allows one controller of a name per process, and each

@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,6 +42,12 @@ func rulesOf(t *testing.T, manifest string) (cluster, namespaced []rbacv1.Policy
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rulesOfObjects(t, objs)
+}
+
+// rulesOfObjects are the rules of the ClusterRoles and Roles among objs.
+func rulesOfObjects(t *testing.T, objs []*unstructured.Unstructured) (cluster, namespaced []rbacv1.PolicyRule) {
+	t.Helper()
 	for _, o := range objs {
 		var role rbacv1.Role // a ClusterRole has the same rules
 		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
@@ -56,7 +63,7 @@ func rulesOf(t *testing.T, manifest string) (cluster, namespaced []rbacv1.Policy
 		}
 	}
 	if len(cluster) == 0 || len(namespaced) == 0 {
-		t.Fatalf("the chart grants %d cluster-wide and %d namespaced rules; want both", len(cluster), len(namespaced))
+		t.Fatalf("%d cluster-wide and %d namespaced rules are granted; want both", len(cluster), len(namespaced))
 	}
 	return cluster, namespaced
 }
