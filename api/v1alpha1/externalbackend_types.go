@@ -526,6 +526,14 @@ type ExternalBackendStatus struct {
 	// +optional
 	Endpoints EndpointCounts `json:"endpoints,omitempty"`
 
+	// readyEndpoints is endpoints.ready and endpoints.total as "ready/total"
+	// (1/2 while one of two drains), for the ENDPOINTS column of kubectl
+	// get: a printer column shows one field, as a Deployment's READY 1/2.
+	// +optional
+	// +kubebuilder:validation:MaxLength=21
+	// +kubebuilder:validation:Pattern=`^[0-9]+/[0-9]+$`
+	ReadyEndpoints string `json:"readyEndpoints,omitempty"`
+
 	// slices is the number of EndpointSlices the controller manages.
 	// +optional
 	Slices int32 `json:"slices,omitempty"`
@@ -637,7 +645,7 @@ type DrainingEndpoint struct {
 // +kubebuilder:resource:shortName=xb,categories=backendslice
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name: at most 63 characters, since it is the value of the backendslice.io/backend label on the Service and slices; choose a shorter name"
 // +kubebuilder:printcolumn:name="Service",type=string,JSONPath=`.status.serviceName`
-// +kubebuilder:printcolumn:name="Endpoints",type=integer,JSONPath=`.status.endpoints.total`
+// +kubebuilder:printcolumn:name="Endpoints",type=string,JSONPath=`.status.readyEndpoints`,description="Ready endpoints of those published (terminating ones count in the total)"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -64,6 +64,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.Exter
 			xb.Status.Endpoints = countEndpoints(pass.endpoints)
 			xb.Status.Endpoints.NotServed = int32(pass.notServed.Total())
 			xb.Status.Endpoints.ProbeFailing = int32(pass.probes.Failing)
+			xb.Status.ReadyEndpoints = readyOfTotal(xb.Status.Endpoints)
 			xb.Status.Dropped = capList(pass.dropped, maxDropped)
 			xb.Status.Draining = capList(pass.draining, maxDraining)
 			xb.Status.Slices = pass.slices

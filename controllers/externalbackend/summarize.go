@@ -337,6 +337,12 @@ func syncedCondition(facts statusFacts) (c metav1.Condition, recheck time.Durati
 	return cond(v1alpha1.ConditionSynced, true, v1alpha1.ReasonSynced, msg), 0, nil
 }
 
+// readyOfTotal is what the ENDPOINTS printer column shows: the ready
+// endpoints of those published, "1/2" while one of two drains.
+func readyOfTotal(c v1alpha1.EndpointCounts) string {
+	return fmt.Sprintf("%d/%d", c.Ready, c.Total)
+}
+
 // countEndpoints counts endpoints by family and condition.
 func countEndpoints(eps []publish.Endpoint) v1alpha1.EndpointCounts {
 	var c v1alpha1.EndpointCounts

@@ -383,6 +383,23 @@ func TestCountEndpoints(t *testing.T) {
 	}
 }
 
+func TestReadyOfTotal(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		counts v1alpha1.EndpointCounts
+		want   string
+	}{
+		{"nothing published", v1alpha1.EndpointCounts{}, "0/0"},
+		{"all ready", v1alpha1.EndpointCounts{Total: 3, Ready: 3}, "3/3"},
+		{"one of two draining", v1alpha1.EndpointCounts{Total: 2, Ready: 1, Serving: 2, Terminating: 1}, "1/2"},
+		{"none ready", v1alpha1.EndpointCounts{Total: 4}, "0/4"},
+	} {
+		if got := readyOfTotal(c.counts); got != c.want {
+			t.Errorf("%s: readyOfTotal(%+v) = %q, want %q", c.name, c.counts, got, c.want)
+		}
+	}
+}
+
 func TestCapList(t *testing.T) {
 	mk := func(n int) []v1alpha1.DroppedAddress {
 		var d []v1alpha1.DroppedAddress
