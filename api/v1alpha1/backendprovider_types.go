@@ -299,7 +299,10 @@ type BackendProvider struct {
 
 	// +required
 	Spec BackendProviderSpec `json:"spec"`
+	// status is written by the controller. It defaults to observedGeneration
+	// 0 so that kstatus reads a new provider as InProgress, not Current.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status BackendProviderStatus `json:"status,omitempty"`
 }
 

@@ -20,6 +20,12 @@ const (
 	// ConditionStalled is True when the spec or the controller's configuration
 	// is wrong and retrying will not help until one of them changes.
 	ConditionStalled = "Stalled"
+	// ConditionReconciling is True while a change is part way through and
+	// the controller is moving it on by itself (ReasonAdopting), and absent
+	// otherwise. It is kstatus's condition for progress (abnormal-true,
+	// like Stalled): kstatus-based tools read it as InProgress, the Argo CD
+	// health check as Progressing.
+	ConditionReconciling = "Reconciling"
 )
 
 // Condition reasons. Each is CamelCase, as metav1.Condition requires.
@@ -87,7 +93,8 @@ const (
 	// ReasonAdopted: the Service is this backend's and only its slices are left.
 	ReasonAdopted = "Adopted"
 	// ReasonAdopting: hand-written slices or a legacy Endpoints object wait
-	// until this backend's slices carry their ready endpoints.
+	// until this backend's slices carry their ready endpoints (on Adopted,
+	// and on Reconciling while it lasts).
 	ReasonAdopting = "Adopting"
 	// ReasonWriteFailed: writing the Service or an EndpointSlice failed; it is retried.
 	ReasonWriteFailed = "WriteFailed"

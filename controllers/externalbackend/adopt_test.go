@@ -1,6 +1,7 @@
 package externalbackend
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -122,5 +123,35 @@ func TestAdoptedCondition(t *testing.T) {
 	c, _ = adoptedCondition(adoption{active: true, waiting: []string{"EndpointSlice db-1 until ours carry 192.0.2.1 TCP:5432 ready"}})
 	if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAdopting || !strings.Contains(c.Message, "db-1") {
 		t.Errorf("waiting: %+v", c)
+	}
+}
+
+// TestReconcilingCondition: Reconciling is True only while an adoption
+// waits and nothing failed; a failed write (Ready says why) or a refused
+// adoption (Stalled says why) removes it, so kstatus never finds it next
+// to Stalled.
+func TestReconcilingCondition(t *testing.T) {
+	waiting := adoption{active: true, waiting: []string{"EndpointSlice db-1 until ours carry 192.0.2.1 TCP:5432 ready"}}
+	for _, c := range []struct {
+		name    string
+		a       adoption
+		syncErr error
+		want    bool
+	}{
+		{"no adoption asked for", adoption{}, nil, false},
+		{"adoption done", adoption{active: true, done: true}, nil, false},
+		{"adoption waiting", waiting, nil, true},
+		{"adoption waiting, a write failed", waiting, errors.New("quota"), false},
+		{"adoption refused", adoption{active: true}, errAdoptionRefused{msg: "Service x has a selector"}, false},
+	} {
+		got, ok := reconcilingCondition(c.a, c.syncErr)
+		if ok != c.want {
+			t.Errorf("%s: Reconciling set = %v, want %v", c.name, ok, c.want)
+			continue
+		}
+		if ok && (got.Type != v1alpha1.ConditionReconciling || got.Status != metav1.ConditionTrue ||
+			got.Reason != v1alpha1.ReasonAdopting || !strings.Contains(got.Message, "db-1")) {
+			t.Errorf("%s: %+v, want Reconciling=True/Adopting naming what is kept", c.name, got)
+		}
 	}
 }

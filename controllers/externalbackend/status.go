@@ -77,23 +77,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.Exter
 	if plan.removeStalled {
 		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionStalled)
 	}
-	if c, ok := probedCondition(pass.probes); ok && !xb.Spec.Suspend && pass.specErr == nil {
-		c.ObservedGeneration = xb.Generation
-		meta.SetStatusCondition(&xb.Status.Conditions, c)
-	} else if !ok {
-		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionProbed)
-	}
-	switch c, ok := adoptedCondition(pass.adoption); {
-	case xb.Spec.Service.Adopt == nil:
-		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionAdopted)
-	case ok && pass.syncErr == nil:
-		c.ObservedGeneration = xb.Generation
-		meta.SetStatusCondition(&xb.Status.Conditions, c)
-		if !pass.adoption.done {
-			// What is kept is not in the cache: no event says it changed.
-			pass.requeueAfter = earliest(pass.requeueAfter, adoptionPoll)
-		}
-	}
+	pass.requeueAfter = earliest(pass.requeueAfter, setStepConditions(xb, pass))
 	if plan.final {
 		xb.Status.ObservedGeneration = xb.Generation
 	}
@@ -105,6 +89,40 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.Exter
 		return 0, errors.Join(plan.retry, fmt.Errorf("patching status: %w", err))
 	}
 	return earliest(pass.requeueAfter, plan.recheck), plan.retry
+}
+
+// setStepConditions sets the conditions of the steps that only some
+// backends take (Probed, Adopted) and Reconciling, stamped with the
+// generation, and removes those that no longer apply. It returns when to
+// look again for an adoption that waits, or 0.
+func setStepConditions(xb *v1alpha1.ExternalBackend, pass passResult) time.Duration {
+	var again time.Duration
+	handled := !xb.Spec.Suspend && pass.specErr == nil
+	set := func(c metav1.Condition) {
+		c.ObservedGeneration = xb.Generation
+		meta.SetStatusCondition(&xb.Status.Conditions, c)
+	}
+	if c, ok := probedCondition(pass.probes); ok && handled {
+		set(c)
+	} else if !ok {
+		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionProbed)
+	}
+	switch c, ok := adoptedCondition(pass.adoption); {
+	case xb.Spec.Service.Adopt == nil:
+		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionAdopted)
+	case ok && pass.syncErr == nil:
+		set(c)
+		if !pass.adoption.done {
+			// What is kept is not in the cache: no event says it changed.
+			again = adoptionPoll
+		}
+	}
+	if c, ok := reconcilingCondition(pass.adoption, pass.syncErr); ok && handled {
+		set(c)
+	} else {
+		meta.RemoveStatusCondition(&xb.Status.Conditions, v1alpha1.ConditionReconciling)
+	}
+	return again
 }
 
 // patchStatus sends the status change, if there is one: a reconcile that

@@ -40,6 +40,20 @@ func adoptedCondition(a adoption) (metav1.Condition, bool) {
 		"keeping "+strings.Join(a.waiting, "; ")), true
 }
 
+// reconcilingCondition is kstatus's Reconciling condition: True while an
+// adoption waits for this backend's slices to carry what the hand-written
+// objects publish, which the controller finishes by itself; false (the
+// condition removed) otherwise, and whenever writing failed (Ready says
+// why) or the adoption was refused (Stalled says why): kstatus reads the
+// first of Reconciling and Stalled it finds.
+func reconcilingCondition(a adoption, syncErr error) (metav1.Condition, bool) {
+	if !a.active || a.done || syncErr != nil {
+		return metav1.Condition{}, false
+	}
+	return cond(v1alpha1.ConditionReconciling, true, v1alpha1.ReasonAdopting,
+		"handing the Service over: keeping "+strings.Join(a.waiting, "; ")), true
+}
+
 // probedCondition says what the probes did; false when nothing is probed.
 func probedCondition(p probeOutcome) (metav1.Condition, bool) {
 	c, ok := probedVerdict(p)
