@@ -7,8 +7,11 @@
 -- The controller stamps every condition with the generation it looked at on
 -- each pass, but moves status.observedGeneration only once a generation is
 -- handled for good (well, or failing in a way retrying cannot fix). So the
--- Ready condition tells whether the controller has seen this spec at all,
--- and status.observedGeneration whether it is done with it.
+-- Ready condition tells whether the controller has seen this spec at all;
+-- Ready=True is only ever written together with observedGeneration.
+-- Reconciling=True (kstatus's condition) says a change is part way through
+-- and the controller moves it on by itself, such as an adoption handing a
+-- Service over.
 
 local function condition(conditions, name)
   for _, c in ipairs(conditions) do
@@ -19,13 +22,22 @@ local function condition(conditions, name)
   return nil
 end
 
+local function isTrue(c)
+  return c ~= nil and c.status == "True"
+end
+
 local function say(status, message)
   return { status = status, message = message }
 end
 
+local function explain(c)
+  return (c.reason or c.type) .. ": " .. (c.message or "")
+end
+
 local generation = obj.metadata.generation or 0
 local status = obj.status or {}
-local ready = condition(status.conditions or {}, "Ready")
+local conditions = status.conditions or {}
+local ready = condition(conditions, "Ready")
 
 if ready == nil then
   return say("Progressing", "Waiting for the controller to report on this ExternalBackend")
@@ -37,17 +49,22 @@ if obj.spec.suspend == true then
   return say("Suspended", ready.message or "spec.suspend is true")
 end
 
-local stalled = condition(status.conditions, "Stalled")
-if stalled ~= nil and stalled.status == "True" then
-  return say("Degraded", stalled.reason .. ": " .. (stalled.message or ""))
+local stalled = condition(conditions, "Stalled")
+if isTrue(stalled) then
+  return say("Degraded", explain(stalled))
 end
-
-if ready.status == "True" and (status.observedGeneration or 0) == generation then
+-- A failure the controller retries (SourceFailed, WriteFailed, ...) is
+-- Degraded too, so that someone looks: it keeps what was published.
+if ready.status == "False" then
+  return say("Degraded", explain(ready))
+end
+local reconciling = condition(conditions, "Reconciling")
+if isTrue(reconciling) then
+  return say("Progressing", explain(reconciling))
+end
+if ready.status == "True" then
   return say("Healthy", ready.message or "Ready")
 end
--- Progressing is the one Ready=False reason that is not a failure: the
--- controller is part way through (for example recreating the Service).
-if ready.status == "False" and ready.reason ~= "Progressing" then
-  return say("Degraded", ready.reason .. ": " .. (ready.message or ""))
-end
-return say("Progressing", (ready.reason or "Ready") .. ": " .. (ready.message or ""))
+-- Ready=Unknown, which this controller writes only on a backend suspended
+-- before its first pass (Suspended, above): nothing is known yet.
+return say("Progressing", explain(ready))

@@ -1,7 +1,8 @@
-// Package argocdtest runs the Argo CD health check of ExternalBackend
-// (config/argocd/health.lua, as config/argocd embeds it) the way Argo CD runs
-// a health check from argocd-cm, so that tests can hold it to what Argo CD
-// will show.
+// Package argocdtest runs the Argo CD health checks of ExternalBackend and
+// BackendProvider (config/argocd/health.lua and
+// backendprovider-health.lua, as config/argocd embeds them) the way Argo CD
+// runs a health check from argocd-cm, so that tests can hold them to what
+// Argo CD will show.
 package argocdtest
 
 import (
@@ -26,12 +27,22 @@ var validStatuses = map[string]bool{
 	"Healthy": true, "Progressing": true, "Degraded": true, "Suspended": true, "Missing": true, "Unknown": true,
 }
 
-// HealthOf runs health.lua on obj as Argo CD does for a check configured in
-// argocd-cm: in gopher-lua with only the package, base and table libraries
-// open (Argo CD adds a reduced os library, which the script does not use),
-// the object as the global table obj, and the table the script returns read
-// as {status, message}.
+// scripts are the health checks, by the kind they are installed for.
+var scripts = map[string]string{
+	"ExternalBackend": argocd.HealthLua,
+	"BackendProvider": argocd.BackendProviderHealthLua,
+}
+
+// HealthOf runs the health check of obj's kind on obj as Argo CD does for a
+// check configured in argocd-cm: in gopher-lua with only the package, base
+// and table libraries open (Argo CD adds a reduced os library, which the
+// scripts do not use), the object as the global table obj, and the table
+// the script returns read as {status, message}.
 func HealthOf(obj *unstructured.Unstructured) (Health, error) {
+	script, ok := scripts[obj.GetKind()]
+	if !ok {
+		return Health{}, fmt.Errorf("no health check for kind %q", obj.GetKind())
+	}
 	l := lua.NewState(lua.Options{SkipOpenLibs: true})
 	defer l.Close()
 	for _, lib := range []struct {
@@ -47,16 +58,16 @@ func HealthOf(obj *unstructured.Unstructured) (Health, error) {
 		}
 	}
 	l.SetGlobal("obj", toLua(l, obj.Object))
-	if err := l.DoString(argocd.HealthLua); err != nil {
-		return Health{}, fmt.Errorf("running health.lua: %w", err)
+	if err := l.DoString(script); err != nil {
+		return Health{}, fmt.Errorf("running the %s health check: %w", obj.GetKind(), err)
 	}
 	ret, ok := l.Get(-1).(*lua.LTable)
 	if !ok {
-		return Health{}, fmt.Errorf("health.lua returned %s, Argo CD expects a table", l.Get(-1).Type())
+		return Health{}, fmt.Errorf("the %s health check returned %s, Argo CD expects a table", obj.GetKind(), l.Get(-1).Type())
 	}
 	h := Health{Status: lua.LVAsString(ret.RawGetString("status")), Message: lua.LVAsString(ret.RawGetString("message"))}
 	if !validStatuses[h.Status] {
-		return Health{}, fmt.Errorf("health.lua returned status %q, which Argo CD shows as Unknown", h.Status)
+		return Health{}, fmt.Errorf("the %s health check returned status %q, which Argo CD shows as Unknown", obj.GetKind(), h.Status)
 	}
 	return h, nil
 }

@@ -7,6 +7,7 @@ package gitops
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -46,13 +47,20 @@ func live(t *testing.T, xb *v1alpha1.ExternalBackend) *unstructured.Unstructured
 // ExternalBackend, and returns kstatus's message.
 func judge(t *testing.T, xb *v1alpha1.ExternalBackend, health string, want status.Status) string {
 	t.Helper()
-	u := live(t, xb)
+	return judgeObject(t, live(t, xb), health, "", want)
+}
+
+// judgeObject checks what Argo CD's health check and kstatus make of u, an
+// object as the API server sent it, and that the health message says
+// message; it returns kstatus's message.
+func judgeObject(t *testing.T, u *unstructured.Unstructured, health, message string, want status.Status) string {
+	t.Helper()
 	h, err := argocdtest.HealthOf(u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Status != health {
-		t.Errorf("Argo CD health %s (%s), want %s", h.Status, h.Message, health)
+	if h.Status != health || !strings.Contains(h.Message, message) {
+		t.Errorf("Argo CD health %s (%s), want %s saying %q", h.Status, h.Message, health, message)
 	}
 	res, err := status.Compute(u)
 	if err != nil {

@@ -79,20 +79,7 @@ func TestKStatusAndHealthOfLiveBackends(t *testing.T) {
 		// A quota of no EndpointSlices makes the API server refuse the second
 		// slice the spec change needs (one endpoint per slice): a failure
 		// the controller retries.
-		// Admission enforces what the quota's status says, and no quota
-		// controller runs here to write it, so the test does.
-		slicesCount := corev1.ResourceName("count/endpointslices.discovery.k8s.io")
-		none := corev1.ResourceList{slicesCount: resource.MustParse("0")}
-		quota := &corev1.ResourceQuota{
-			ObjectMeta: metav1.ObjectMeta{Name: "no-slices", Namespace: ns},
-			Spec:       corev1.ResourceQuotaSpec{Hard: none},
-		}
-		framework.Create(t, quota)
-		quota.Status = corev1.ResourceQuotaStatus{Hard: none, Used: none}
-		if err := framework.E().Client.Status().Update(context.Background(), quota); err != nil {
-			t.Fatal(err)
-		}
-		waitSlicesRefused(t, ns)
+		quota := noSlices(t, ns)
 		if err := framework.Update(t, xb, func(xb *v1alpha1.ExternalBackend) {
 			xb.Spec.MaxEndpointsPerSlice = ptr.To[int32](1)
 			xb.Spec.Sources[0].Static.Endpoints = append(xb.Spec.Sources[0].Static.Endpoints, v1alpha1.StaticEndpoint{Address: "192.0.2.31"})
@@ -122,6 +109,26 @@ func TestKStatusAndHealthOfLiveBackends(t *testing.T) {
 		framework.WaitCondition(t, xb, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSuspended)
 		judge(t, xb, "Suspended", status.CurrentStatus)
 	})
+}
+
+// noSlices makes the API server refuse new EndpointSlices in ns with a
+// quota of none, and returns the quota. Admission enforces what the quota's
+// status says, and no quota controller runs here to write it, so the test
+// does.
+func noSlices(t *testing.T, ns string) *corev1.ResourceQuota {
+	t.Helper()
+	none := corev1.ResourceList{corev1.ResourceName("count/endpointslices.discovery.k8s.io"): resource.MustParse("0")}
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-slices", Namespace: ns},
+		Spec:       corev1.ResourceQuotaSpec{Hard: none},
+	}
+	framework.Create(t, quota)
+	quota.Status = corev1.ResourceQuotaStatus{Hard: none, Used: none}
+	if err := framework.E().Client.Status().Update(context.Background(), quota); err != nil {
+		t.Fatal(err)
+	}
+	waitSlicesRefused(t, ns)
+	return quota
 }
 
 // waitSlicesRefused waits until the API server's quota admission, which
