@@ -213,7 +213,7 @@ func (p *binaryProcess) waitOK(t *testing.T, addr, path string) {
 	framework.Eventually(t, framework.Timeout, "GET "+path+" answering 200", func() error {
 		select {
 		case <-p.exited:
-			return fmt.Errorf("the controller exited: %v", p.exitErr)
+			return fmt.Errorf("the controller exited: %w", p.exitErr)
 		default:
 		}
 		resp, err := client.Get("http://" + addr + path)
