@@ -220,19 +220,26 @@ func (p *controllerProcess) read(stdout io.Reader) {
 // it; one that has not exited within grace is killed. It says whether the
 // controller exited on its own.
 func (p *controllerProcess) stop(grace time.Duration) bool {
+	return stopProcess(p.cmd.Process, p.exited, os.Interrupt, grace)
+}
+
+// stopProcess sends sig to proc, which closes exited when it has exited,
+// and waits for it; one that has not exited within grace is killed. It
+// says whether the process exited on its own.
+func stopProcess(proc *os.Process, exited <-chan struct{}, sig os.Signal, grace time.Duration) bool {
 	select {
-	case <-p.exited:
+	case <-exited:
 		return true
 	default:
 	}
-	_ = p.cmd.Process.Signal(os.Interrupt)
+	_ = proc.Signal(sig)
 	select {
-	case <-p.exited:
+	case <-exited:
 		return true
 	case <-time.After(grace):
 	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
+	_ = proc.Kill()
+	<-exited
 	return false
 }
 

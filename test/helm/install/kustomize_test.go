@@ -232,18 +232,5 @@ func (p *binaryProcess) waitOK(t *testing.T, addr, path string) {
 // that has not exited within grace is killed. It says whether the process
 // exited on its own.
 func (p *binaryProcess) stop(grace time.Duration) bool {
-	select {
-	case <-p.exited:
-		return true
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		return true
-	case <-time.After(grace):
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-	return false
+	return stopProcess(p.cmd.Process, p.exited, syscall.SIGTERM, grace)
 }
