@@ -295,6 +295,13 @@ func TestSummarize(t *testing.T) {
 			if v.final != c.final {
 				t.Errorf("final = %v, want %v", v.final, c.final)
 			}
+			// The Argo CD check reads Ready=True of the current generation
+			// as done: it must come with observedGeneration.
+			for _, cond := range v.conditions {
+				if cond.Type == v1alpha1.ConditionReady && cond.Status == metav1.ConditionTrue && !v.final {
+					t.Errorf("Ready=True (%s) without moving observedGeneration", cond.Reason)
+				}
+			}
 			if (v.retry != nil) != c.retry {
 				t.Errorf("retry = %v, want retry: %v", v.retry, c.retry)
 			}
