@@ -61,6 +61,7 @@ var fixtures = []fixture{
 	{"provider-progressing-ready-unknown.yaml", "Progressing", "Checking: not checked yet", status.InProgressStatus},
 	{"provider-degraded-secret-not-found.yaml", "Degraded", "SecretNotFound: BackendProvider consul-eu: Secret backendslice-system/consul-eu-token", status.InProgressStatus},
 	{"provider-degraded-invalid.yaml", "Degraded", "InvalidProvider: spec.namespaces.selector", status.InProgressStatus},
+	{"provider-degraded-connection-failed.yaml", "Degraded", "ConnectionFailed: the connection check fails", status.InProgressStatus},
 }
 
 // load reads a fixture as the unstructured object Argo CD and kstatus get

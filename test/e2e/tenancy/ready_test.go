@@ -2,13 +2,17 @@ package tenancy_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/test/argocdtest"
 	"github.com/backendslice/backendslice/test/awstest"
 	"github.com/backendslice/backendslice/test/consultest"
 	"github.com/backendslice/backendslice/test/dnstest"
@@ -33,7 +37,34 @@ func waitConnectionFailed(t *testing.T, start time.Time, name, kind string, part
 	took := time.Since(start)
 	t.Logf("BackendProvider %s: Ready=False/%s within %s", name, v1alpha1.ReasonConnectionFailed, took.Round(time.Millisecond))
 	waitPrinted(t, name, map[string]string{"Ready": "False", "Reason": v1alpha1.ReasonConnectionFailed})
+	judgeProvider(t, name, "Degraded", v1alpha1.ReasonConnectionFailed+": the connection check fails", kstatus.InProgressStatus)
 	return took
+}
+
+// judgeProvider checks what the Argo CD health check of BackendProvider
+// (config/argocd/backendprovider-health.lua) and kstatus make of provider
+// name as the API server sends it now.
+func judgeProvider(t *testing.T, name, health, message string, want kstatus.Status) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("BackendProvider"))
+	if err := k8s.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
+		t.Fatal(err)
+	}
+	h, err := argocdtest.HealthOf(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Status != health || !strings.Contains(h.Message, message) {
+		t.Errorf("Argo CD health of BackendProvider %s: %s (%s), want %s saying %q", name, h.Status, h.Message, health, message)
+	}
+	res, err := kstatus.Compute(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != want {
+		t.Errorf("kstatus of BackendProvider %s: %s (%s), want %s", name, res.Status, res.Message, want)
+	}
 }
 
 // waitConnectionBack waits, at most checkBound from start, until provider
@@ -41,6 +72,7 @@ func waitConnectionFailed(t *testing.T, start time.Time, name, kind string, part
 func waitConnectionBack(t *testing.T, start time.Time, name, kind string) {
 	t.Helper()
 	waitProviderStatusWithin(t, checkBound-time.Since(start), name, kind, metav1.ConditionTrue, v1alpha1.ReasonProviderReady, readyParts...)
+	judgeProvider(t, name, "Healthy", readyParts[0], kstatus.CurrentStatus)
 	t.Logf("BackendProvider %s: Ready=True again within %s", name, time.Since(start).Round(time.Millisecond))
 }
 
