@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,9 +18,10 @@ import (
 
 // TestKustomizeDeploymentIsTheCharts holds the kustomize base's Deployment
 // (config/manager) to the one the chart renders with its default values:
-// the same image, flags (the base's $(POD_NAMESPACE) expanded as the
-// kubelet does), environment, ports, probes, security contexts and
-// resources, and flags the controller accepts.
+// the same replicas and update strategy, and the same Pod but for the
+// ServiceAccount's name: image, flags (the base's $(POD_NAMESPACE)
+// expanded as the kubelet does), environment, ports, probes, security
+// contexts, resources and grace period; and flags the controller accepts.
 func TestKustomizeDeploymentIsTheCharts(t *testing.T) {
 	base, err := kustomizetest.BuildDefault()
 	if err != nil {
@@ -36,40 +36,31 @@ func TestKustomizeDeploymentIsTheCharts(t *testing.T) {
 	if kd.Namespace != helmtest.Namespace {
 		t.Fatalf("the base's namespace %s, the chart's rendered in %s: compare them in one", kd.Namespace, helmtest.Namespace)
 	}
-	if !reflect.DeepEqual(kd.Spec.Replicas, hd.Spec.Replicas) {
-		t.Errorf("replicas %v, the chart's %v", *kd.Spec.Replicas, *hd.Spec.Replicas)
+	if !reflect.DeepEqual(kd.Spec.Replicas, hd.Spec.Replicas) || !reflect.DeepEqual(kd.Spec.Strategy, hd.Spec.Strategy) {
+		t.Errorf("replicas %v and strategy %+v, the chart's %v and %+v", *kd.Spec.Replicas, kd.Spec.Strategy, *hd.Spec.Replicas, hd.Spec.Strategy)
 	}
-	if k, h := kd.Spec.Template.Spec.SecurityContext, hd.Spec.Template.Spec.SecurityContext; !reflect.DeepEqual(k, h) {
-		t.Errorf("Pod securityContext %+v, the chart's %+v", k, h)
+	kp, hp := kd.Spec.Template.Spec.DeepCopy(), hd.Spec.Template.Spec.DeepCopy()
+	if len(kp.Containers) != 1 || len(hp.Containers) != 1 {
+		t.Fatalf("%d and %d containers, want one each", len(kp.Containers), len(hp.Containers))
 	}
-	kc, hc := kd.Spec.Template.Spec.Containers, hd.Spec.Template.Spec.Containers
-	if len(kc) != 1 || len(hc) != 1 {
-		t.Fatalf("%d and %d containers, want one each", len(kc), len(hc))
-	}
-	env, err := kustomizetest.Env(kc[0], kd.Namespace)
+	env, err := kustomizetest.Env(kp.Containers[0], kd.Namespace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, err := kustomizetest.Args(kc[0], env)
+	args, err := kustomizetest.Args(kp.Containers[0], env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(args, hc[0].Args) {
-		t.Errorf("args (expanded) %q,\nthe chart's %q", args, hc[0].Args)
+	if !slices.Equal(args, hp.Containers[0].Args) {
+		t.Errorf("args (expanded) %q,\nthe chart's %q", args, hp.Containers[0].Args)
 	}
-	k, h := kc[0], hc[0]
-	k.Args, h.Args = nil, nil
-	if !reflect.DeepEqual(k, h) {
-		t.Errorf("container (but args)\n%+v,\nthe chart's\n%+v", k, h)
+	kp.Containers[0].Args, hp.Containers[0].Args = nil, nil
+	kp.ServiceAccountName, hp.ServiceAccountName = "", ""
+	if !reflect.DeepEqual(kp, hp) {
+		t.Errorf("Pod (but args and ServiceAccount)\n%+v,\nthe chart's\n%+v", kp, hp)
 	}
-	var f cli.ControllerFlags
-	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
-	f.Bind(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		t.Fatalf("the controller refuses the base's arguments: %v", err)
-	}
-	if _, err := f.ManagerOptions(); err != nil {
-		t.Errorf("the controller refuses the base's settings: %v", err)
+	if _, err := cli.OptionsFromArgs(args[1:]); err != nil {
+		t.Errorf("the controller refuses the base's arguments: %v", err)
 	}
 }
 
