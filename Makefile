@@ -51,9 +51,19 @@ help: ## Show this help.
 
 ##@ Build
 
+# What `backendslice version` and backendslice_build_info report: the
+# release (the chart's appVersion unless VERSION is given), the commit, and
+# whether the checkout had changes (internal/version.LDFlags does the same
+# for `make image`).
+VERSION ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/backendslice/Chart.yaml)
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
+MODIFIED := $(if $(shell git status --porcelain 2>/dev/null),true,false)
+VERSION_PKG := github.com/backendslice/backendslice/internal/version
+LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT) -X $(VERSION_PKG).modified=$(MODIFIED)
+
 .PHONY: build
-build: ## Build bin/backendslice (the controller, as shipped) and bin/backendslice-demo.
-	$(GO) build -o $(BIN)/backendslice ./cmd/backendslice
+build: ## Build bin/backendslice (the controller, as shipped, with its version: `bin/backendslice version`) and bin/backendslice-demo.
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/backendslice ./cmd/backendslice
 	$(GO) build -o $(BIN)/backendslice-demo ./cmd/backendslice-demo
 
 # More cmd/build-image flags: -tarball bin/image.tar, -version 0.2.0, -platforms linux/amd64.

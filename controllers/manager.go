@@ -126,9 +126,9 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if reg == nil {
 		reg = ctrlmetrics.Registry
 	}
-	metrics, err := externalbackend.NewMetrics(reg)
+	metrics, err := newMetrics(reg)
 	if err != nil {
-		return nil, fmt.Errorf("registering metrics: %w", err)
+		return nil, err
 	}
 	// The prober wakes backends whose verdicts change, whether or not a
 	// provider pushes.

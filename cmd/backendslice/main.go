@@ -4,6 +4,7 @@
 //	backendslice controller   run the controller
 //	backendslice render       print, offline, what it would write for a file
 //	backendslice import       write ExternalBackends for hand-written Services
+//	backendslice version      print the build's version, commit and Go version
 //
 // The demo, which starts a local control plane, is its own binary
 // (cmd/backendslice-demo), so that this one, shipped in the image, carries
@@ -20,6 +21,7 @@ import (
 
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/internal/cli"
+	"github.com/backendslice/backendslice/internal/version"
 )
 
 func main() {
@@ -34,7 +36,7 @@ func rootCommand() *cobra.Command {
 		Short:        "Publish outside backends as Kubernetes Services and EndpointSlices",
 		SilenceUsage: true,
 	}
-	root.AddCommand(controllerCommand(), renderCommand(), importCommand())
+	root.AddCommand(controllerCommand(), renderCommand(), importCommand(), versionCommand())
 	return root
 }
 
@@ -62,7 +64,8 @@ func controllerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctrl.Log.Info("starting backendslice controller")
+			v := version.Get()
+			ctrl.Log.Info("starting backendslice controller", "version", v.Version, "commit", v.Commit, "go", v.GoVersion)
 			return controllers.Run(ctx, mgr)
 		},
 	}
@@ -70,4 +73,18 @@ func controllerCommand() *cobra.Command {
 	// controller-runtime registers --kubeconfig on the standard flag set.
 	cmd.Flags().AddGoFlagSet(flag.CommandLine)
 	return cmd
+}
+
+// versionCommand prints which build this is: what `make build` or `make
+// image` recorded, Go's VCS stamp, and the toolchain.
+func versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the build's version, commit and Go version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprint(cmd.OutOrStdout(), version.Get())
+			return err
+		},
+	}
 }

@@ -3,9 +3,12 @@ package main
 import (
 	"io"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/backendslice/backendslice/internal/version"
 )
 
 // TestShippedBinaryCarriesNoTestCode checks the packages the backendslice
@@ -61,5 +64,54 @@ func TestControllerFlagsRejected(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestVersionCommand: `backendslice version` prints this build's facts, the
+// Go toolchain among them, and takes no arguments.
+func TestVersionCommand(t *testing.T) {
+	var out strings.Builder
+	cmd := rootCommand()
+	cmd.SetArgs([]string{"version"})
+	cmd.SetOut(&out)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	want := version.Get().String()
+	if out.String() != want || !strings.Contains(want, "go: "+runtime.Version()+" ") {
+		t.Errorf("printed\n%s\nwant\n%s(with go: %s)", out.String(), want, runtime.Version())
+	}
+	cmd = rootCommand()
+	cmd.SetArgs([]string{"version", "extra"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.Execute(); err == nil {
+		t.Error("version accepted an argument")
+	}
+}
+
+// TestMakeBuildRecordsTheVersion: `make build` links the binary with the
+// flags internal/version.LDFlags describes (the ones `make image` uses):
+// the version asked for, the checkout's commit and whether it was
+// modified.
+func TestMakeBuildRecordsTheVersion(t *testing.T) {
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v", err)
+	}
+	status, err := exec.Command("git", "status", "--porcelain").Output()
+	if err != nil {
+		t.Fatalf("git status: %v", err)
+	}
+	mk := exec.Command("make", "-s", "-n", "build", "VERSION=9.9.9-test")
+	mk.Dir = "../.."
+	out, err := mk.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n build: %v\n%s", err, out)
+	}
+	flags := version.LDFlags("9.9.9-test", strings.TrimSpace(string(head)), len(strings.TrimSpace(string(status))) > 0)
+	first, _, _ := strings.Cut(string(out), "\n")
+	if !strings.Contains(first, "-ldflags '"+flags+"'") || !strings.HasSuffix(first, " ./cmd/backendslice") {
+		t.Errorf("make build runs\n\t%s\nwant -ldflags '%s' for ./cmd/backendslice", first, flags)
 	}
 }

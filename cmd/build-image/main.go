@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("creating a build directory: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	bins, err := image.Compile(ctx, *dir, tmp, plats)
+	bins, err := image.Compile(ctx, *dir, tmp, plats, md)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@
 package image
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/yaml"
+
+	"github.com/backendslice/backendslice/internal/version"
 )
 
 // The image's fixed names. The Helm chart's default image
@@ -80,6 +83,9 @@ type Metadata struct {
 	Source string
 	// Revision is the source's commit; empty leaves the label out.
 	Revision string
+	// Modified tells whether the checkout had changes not committed: the
+	// binary records it (`backendslice version`), the labels do not.
+	Modified bool
 	// Description is the image's description label; empty leaves it out.
 	Description string
 	// Created is the time of every timestamp in the image.
@@ -150,6 +156,7 @@ func NewMetadata(ctx context.Context, moduleDir, version string) (Metadata, erro
 		Version:     version,
 		Source:      c.Sources[0],
 		Revision:    gitHead(ctx, moduleDir),
+		Modified:    gitModified(ctx, moduleDir),
 		Description: strings.TrimSpace(c.Description),
 		Created:     created,
 	}, nil
@@ -178,6 +185,13 @@ func gitHead(ctx context.Context, dir string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// gitModified tells whether the checkout in dir has changes not committed
+// (untracked files included, as Go's own VCS stamp counts them).
+func gitModified(ctx context.Context, dir string) bool {
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "status", "--porcelain").Output()
+	return err == nil && len(bytes.TrimSpace(out)) > 0
+}
+
 // Binary is the controller binary compiled for one platform.
 type Binary struct {
 	Platform v1.Platform
@@ -187,12 +201,14 @@ type Binary struct {
 
 // Compile cross-compiles the controller (./cmd/backendslice of the module in
 // moduleDir) for each platform into outDir, as it ships: static (no cgo),
-// without debug information or local paths.
-func Compile(ctx context.Context, moduleDir, outDir string, platforms []v1.Platform) ([]Binary, error) {
+// without debug information or local paths, recording md's version and
+// revision (`backendslice version`, backendslice_build_info).
+func Compile(ctx context.Context, moduleDir, outDir string, platforms []v1.Platform, md Metadata) ([]Binary, error) {
 	bins := make([]Binary, 0, len(platforms))
+	ldflags := "-ldflags=-s -w " + version.LDFlags(md.Version, md.Revision, md.Modified)
 	for _, p := range platforms {
 		out := filepath.Join(outDir, "backendslice-"+p.OS+"-"+p.Architecture)
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/backendslice")
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", ldflags, "-o", out, "./cmd/backendslice")
 		cmd.Dir = moduleDir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture)
 		if b, err := cmd.CombinedOutput(); err != nil {

@@ -3,6 +3,7 @@ package image_test
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/x509"
 	"debug/elf"
@@ -160,16 +161,16 @@ func TestImage(t *testing.T) {
 	ctx := context.Background()
 	tmp := t.TempDir()
 
-	start := time.Now()
-	bins, err := image.Compile(ctx, root, tmp, image.Platforms)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("compiled %d platforms in %s", len(bins), time.Since(start).Round(time.Second))
 	md, err := image.NewMetadata(ctx, root, "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now()
+	bins, err := image.Compile(ctx, root, tmp, image.Platforms, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("compiled %d platforms in %s", len(bins), time.Since(start).Round(time.Second))
 	dir, archive := filepath.Join(tmp, "image"), filepath.Join(tmp, "image.tar")
 	start = time.Now()
 	res, err := image.Assemble(bins, md, dir, archive)
@@ -336,7 +337,7 @@ func checkImage(t *testing.T, img v1.Image, p v1.Platform, md image.Metadata) {
 		}
 	}
 	if p.Architecture == "amd64" {
-		runBinary(t, bin.data)
+		runBinary(t, bin.data, md)
 	}
 }
 
@@ -379,9 +380,10 @@ func layerFiles(t *testing.T, img v1.Image) map[string]*file {
 	}
 }
 
-// runBinary runs the controller binary taken out of the image with --help
-// and `controller --help`.
-func runBinary(t *testing.T, data []byte) {
+// runBinary runs the controller binary taken out of the image with --help,
+// `controller --help` and `version`, which must name the image's version and
+// revision.
+func runBinary(t *testing.T, data []byte, md image.Metadata) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Logf("not running the linux/amd64 binary on %s/%s", runtime.GOOS, runtime.GOARCH)
 		return
@@ -396,6 +398,7 @@ func runBinary(t *testing.T, data []byte) {
 	}{
 		{args: []string{"--help"}, want: []string{"controller", "render"}},
 		{args: []string{"controller", "--help"}, want: []string{"--metrics-bind-address", "--health-probe-bind-address", "--leader-elect", "--kubeconfig"}},
+		{args: []string{"version"}, want: []string{"version: " + md.Version + "\n", "commit: " + cmp.Or(md.Revision, "unknown") + "\n", "go: go1."}},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		out, err := exec.CommandContext(ctx, path, tc.args...).CombinedOutput()
