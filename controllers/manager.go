@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -66,6 +65,11 @@ type ManagerOptions struct {
 	// ProviderChecks configure the checks of BackendProviders'
 	// connections; zero fields take their defaults.
 	ProviderChecks backendprovider.CheckOptions
+	// StuckReconcileTimeout, when not zero, adds a liveness check (on
+	// /healthz) that fails while this replica leads and one of its
+	// reconciles has run for longer: a worker that ignores its deadline
+	// (see internal/watchdog). It must exceed the reconcile's own bound.
+	StuckReconcileTimeout time.Duration
 }
 
 // DefaultConcurrency is how many backends are reconciled at once unless
@@ -147,6 +151,10 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	rcfg := withDefaults(opts.Config)
 	// Leader election makes this process the one writer of our slices.
 	rcfg.SoleWriter = rcfg.SoleWriter || opts.LeaderElection
+	dog, err := addHealthChecks(mgr, opts.StuckReconcileTimeout)
+	if err != nil {
+		return nil, err
+	}
 	r := &externalbackend.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -157,6 +165,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		Waker:     waker,
 		Prober:    prober,
 		Workers:   cmp.Or(opts.Concurrency, DefaultConcurrency),
+		Watchdog:  dog,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up controller: %w", err)
@@ -166,17 +175,11 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	bp := &backendprovider.Reconciler{Client: mgr.GetClient(), Namespace: rcfg.Namespace, Kinds: opts.Providers.Kinds(),
-		Checker: opts.Providers, Checks: checks}
+		Checker: opts.Providers, Checks: checks, Watchdog: dog}
 	if err := bp.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the BackendProvider status controller: %w", err)
 	}
 	if err := mgr.Add(stopProviders(opts.Providers, waker)); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
 	return mgr, nil

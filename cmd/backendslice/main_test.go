@@ -52,6 +52,9 @@ func TestControllerFlagsRejected(t *testing.T) {
 		"negative slice limit":    {[]string{"--max-slices-per-backend=-1"}, "--max-slices-per-backend=-1: must be 0 (no limit) or more"},
 		"too few slices for the endpoints": {[]string{"--max-slices-per-backend=29"},
 			"--max-slices-per-backend=29: must be 0 (no limit) or at least 30, the slices that --max-endpoints-per-backend=10000 endpoints of each of the three address families take at 1000 a slice"},
+		"stuck within a reconcile": {[]string{"--reconcile-timeout=30s", "--stuck-reconcile-timeout=40s"},
+			"--stuck-reconcile-timeout=40s: must be 0 (off) or longer than 40s, the longest a reconcile that honours its deadlines takes"},
+		"negative stuck bound": {[]string{"--stuck-reconcile-timeout=-1s"}, "--stuck-reconcile-timeout=-1s: must be 0 (off)"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

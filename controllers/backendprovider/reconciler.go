@@ -28,6 +28,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/connections"
 	"github.com/backendslice/backendslice/internal/tenancy"
+	"github.com/backendslice/backendslice/internal/watchdog"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -53,6 +54,9 @@ type Reconciler struct {
 	Checks CheckOptions
 	// Clock tells when checks are due; nil is the real clock.
 	Clock clock.PassiveClock
+	// Watchdog records each reconcile for the stuck-loop liveness check;
+	// nil when the check is off.
+	Watchdog *watchdog.Watchdog
 
 	// book holds what the checks found, by provider.
 	book healthBook
@@ -203,5 +207,5 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Namespace != "" {
 		b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.providersNaming))
 	}
-	return b.Complete(r)
+	return b.Complete(r.Watchdog.Wrap("backendprovider", r))
 }

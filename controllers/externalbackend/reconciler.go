@@ -19,6 +19,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/connections"
 	"github.com/backendslice/backendslice/internal/fairshare"
+	"github.com/backendslice/backendslice/internal/watchdog"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -47,6 +48,9 @@ type Reconciler struct {
 	// (default/kubernetes) instead of a cache of its own started with the
 	// manager: for tests that reconcile by hand, with no manager running.
 	HostsReader client.Reader
+	// Watchdog records each reconcile for the stuck-loop liveness check;
+	// nil when the check is off.
+	Watchdog *watchdog.Watchdog
 
 	validate *validator.Validate
 	// connections reads BackendProviders and their Secrets.

@@ -139,7 +139,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Waker != nil {
 		b = b.WatchesRawSource(source.Channel(r.Waker.events, &handler.EnqueueRequestForObject{}))
 	}
-	return b.Complete(r)
+	return b.Complete(r.Watchdog.Wrap("externalbackend", r))
 }
 
 // providerRefIndex indexes ExternalBackends by the BackendProviders their

@@ -147,6 +147,13 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.Ex
 // statusPatchTimeout bounds the status patch that ends every reconcile.
 const statusPatchTimeout = 10 * time.Second
 
+// LongestReconcile is the longest a reconcile that honours its deadlines
+// takes with reconcileTimeout (--reconcile-timeout): the pass, then the
+// status patch. One still running after that is stuck.
+func LongestReconcile(reconcileTimeout time.Duration) time.Duration {
+	return reconcileTimeout + statusPatchTimeout
+}
+
 // announce emits an event when the Ready or Probed condition, or the set
 // of dropped addresses, changes, so that each is told once, not at every
 // retry; a backend that is Ready from its first pass gets none.

@@ -80,6 +80,7 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.manager.Config.ResolveTimeout, "resolve-timeout", 10*time.Second, "longest time one provider call may take")
 	fs.DurationVar(&f.manager.Config.ReconcileTimeout, "reconcile-timeout", externalbackend.DefaultReconcileTimeout, "longest time one reconcile may take, its sources resolved at once (at least --resolve-timeout)")
 	fs.DurationVar(&f.manager.Config.Coalesce.Quiet, "coalesce-quiet", 0, "hold a provider change until the backend's endpoints have been quiet this long, folding a burst into one write per slice; 0 publishes every change at once")
+	fs.DurationVar(&f.manager.StuckReconcileTimeout, "stuck-reconcile-timeout", 0, "when not 0, /healthz fails while this replica leads and one of its reconciles has run for longer (a worker stuck in a call that ignores its deadline), so that the kubelet restarts it; must exceed --reconcile-timeout plus 10s (the status write)")
 	fs.DurationVar(&f.manager.Config.Coalesce.Max, "coalesce-max", 5*time.Second, "longest a provider change is held while the endpoints keep changing (with --coalesce-quiet)")
 	fs.DurationVar(&f.manager.ProviderChecks.Interval, "provider-check-interval", backendprovider.DefaultCheckInterval, "how often each BackendProvider's connection is checked (Consul's leader and token, STS GetCallerIdentity, each DNS resolver) while it passes; a failing one is checked again sooner, with backoff; Ready turns False after 3 failed checks in a row and True again after 2 passed")
 	fs.DurationVar(&f.manager.ProviderChecks.Timeout, "provider-check-timeout", backendprovider.DefaultCheckTimeout, "longest time one check of a BackendProvider's connection may take (at most --provider-check-interval)")
@@ -133,6 +134,9 @@ func (f *ControllerFlags) ManagerOptions() (controllers.ManagerOptions, error) {
 	}
 	if c := opts.Config; c.ResolveTimeout <= 0 || c.ReconcileTimeout < c.ResolveTimeout {
 		return opts, fmt.Errorf("--resolve-timeout=%s --reconcile-timeout=%s: both must be positive, and a reconcile at least as long as one provider call", c.ResolveTimeout, c.ReconcileTimeout)
+	}
+	if s, longest := opts.StuckReconcileTimeout, externalbackend.LongestReconcile(opts.Config.ReconcileTimeout); s < 0 || s > 0 && s <= longest {
+		return opts, fmt.Errorf("--stuck-reconcile-timeout=%s: must be 0 (off) or longer than %s, the longest a reconcile that honours its deadlines takes (--reconcile-timeout=%s and the status write)", s, longest, opts.Config.ReconcileTimeout)
 	}
 	if opts.Config.DefaultDrainPeriod < 0 {
 		return opts, fmt.Errorf("--default-drain-period=%s: must not be negative", opts.Config.DefaultDrainPeriod)
