@@ -294,7 +294,8 @@ func TestSecretsOnlyInTheReleaseNamespace(t *testing.T) {
 // TestDeployment checks the controller Pods with every value set: leader
 // election in the release namespace, the restricted security context,
 // probes on the health port, the Consul token Secret as a volume only, and
-// POD_NAMESPACE from the downward API.
+// POD_NAMESPACE from the downward API (first: TestEnvironment checks what
+// follows).
 func TestDeployment(t *testing.T) {
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
@@ -337,8 +338,8 @@ func TestDeployment(t *testing.T) {
 			podNamespace := []corev1.EnvVar{{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
 				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"},
 			}}}
-			if !reflect.DeepEqual(c.Env, podNamespace) {
-				t.Errorf("env %+v, want POD_NAMESPACE from metadata.namespace alone", c.Env)
+			if len(c.Env) == 0 || !reflect.DeepEqual(c.Env[:1], podNamespace) {
+				t.Errorf("env %+v, want POD_NAMESPACE from metadata.namespace first", c.Env)
 			}
 			if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--controller-namespace") }) {
 				t.Errorf("args %v pass --controller-namespace; the controller takes $POD_NAMESPACE", c.Args)
@@ -430,8 +431,9 @@ func TestFlags(t *testing.T) {
 			"--aws-allowed-role-arns=arn:aws:iam::123456789012:role/rds-reader,arn:aws:iam::210987654321:role/ec2-reader",
 			"--consul-address=https://consul.consul.svc:8501",
 			"--consul-token-file=/var/run/secrets/backendslice/consul/token",
-			"--zap-encoder=json",
+			"--zap-encoder=json", "--consul-ca-file=/etc/backendslice/consul-ca/ca.crt",
 			"--leader-elect-lease-duration=20s", "--leader-elect-renew-deadline=15s", "--leader-elect-retry-period=3s",
+			"--stuck-reconcile-timeout=2m",
 		}},
 	}
 	for _, c := range cases {
@@ -553,6 +555,28 @@ func TestSchemaRejects(t *testing.T) {
 		{"misspelt lease value", "controller: {leaderElection: {leaseDurationSeconds: 15}}", []string{"/controller/leaderElection", "leaseDurationSeconds"}},
 		{"grace period shorter than the controller's stop", "terminationGracePeriodSeconds: 10", []string{"/terminationGracePeriodSeconds", "minimum"}},
 		{"unsafeAllowDefaultDenied of a network that is no default", "controller: {unsafeAllowDefaultDenied: [10.0.0.0/8]}", []string{"/controller/unsafeAllowDefaultDenied/0"}},
+		{"runAsUser as a string", `podSecurityContext: {runAsUser: "65532"}`, []string{"/podSecurityContext/runAsUser", "want integer"}},
+		{"readOnlyRootFilesystem as a string", `securityContext: {readOnlyRootFilesystem: "yes"}`, []string{"/securityContext/readOnlyRootFilesystem", "want boolean"}},
+		{"unknown seccomp profile", "podSecurityContext: {seccompProfile: {type: Default}}", []string{"/podSecurityContext/seccompProfile/type"}},
+		{"env value as a number", "controller: {extraEnv: [{name: PORT, value: 8080}]}", []string{"/controller/extraEnv/0/value", "want string"}},
+		{"env without a name", "controller: {extraEnv: [{value: x}]}", []string{"/controller/extraEnv/0", "name"}},
+		{"extraEnv as a map", "controller: {extraEnv: {AWS_REGION: eu-west-1}}", []string{"/controller/extraEnv", "want array"}},
+		{"stuck timeout as a number", "controller: {stuckReconcileTimeout: 120}", []string{"/controller/stuckReconcileTimeout", "want string"}},
+		{"proxy without a scheme", "proxy: {httpsProxy: proxy.corp.example:3128}", []string{"/proxy/httpsProxy", "does not match pattern"}},
+		{"no_proxy with spaces", `proxy: {noProxy: ".svc, 10.0.0.0/8"}`, []string{"/proxy/noProxy"}},
+		{"volume without a source", "volumes: [{name: ca}]", []string{"/volumes/0"}},
+		{"mount with a relative path", "volumeMounts: [{name: ca, mountPath: etc/ca}]", []string{"/volumeMounts/0/mountPath"}},
+		{"mount without a path", "volumeMounts: [{name: ca}]", []string{"/volumeMounts/0", "mountPath"}},
+		{"spread without a topology key", "topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: ScheduleAnyway}]", []string{"/topologySpreadConstraints/0", "topologyKey"}},
+		{"spread skew as a string", `topologySpreadConstraints: [{maxSkew: "1", topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}]`, []string{"/topologySpreadConstraints/0/maxSkew", "want integer"}},
+		{"NetworkPolicy switch as a string", `networkPolicy: {enabled: "true"}`, []string{"/networkPolicy/enabled", "want boolean"}},
+		{"API server address for a CIDR", "networkPolicy: {apiServer: {cidrs: [10.0.0.10]}}", []string{"/networkPolicy/apiServer/cidrs/0", "does not match pattern"}},
+		{"egress port out of range", "networkPolicy: {egress: [{ports: [70000]}]}", []string{"/networkPolicy/egress/0/ports/0"}},
+		{"egress without ports", "networkPolicy: {egress: [{cidrs: [10.0.0.0/8]}]}", []string{"/networkPolicy/egress/0", "ports"}},
+		{"egress protocol unknown", "networkPolicy: {egress: [{ports: [{port: 53, protocol: DNS}]}]}", []string{"/networkPolicy/egress/0/ports/0"}},
+		{"misspelt NetworkPolicy value", "networkPolicy: {egres: []}", []string{"/networkPolicy", "egres"}},
+		{"honorLabels as a string", `metrics: {podMonitor: {honorLabels: "true"}}`, []string{"/metrics/podMonitor/honorLabels", "want boolean"}},
+		{"PodMonitor interval in words", "metrics: {podMonitor: {interval: often}}", []string{"/metrics/podMonitor/interval", "does not match pattern"}},
 	}
 	ch := load(t)
 	for _, c := range cases {

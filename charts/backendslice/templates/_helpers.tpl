@@ -62,3 +62,25 @@ chart's appVersion by default). */}}
 {{- define "backendslice.leaseName" -}}
 backendslice-controller.backendslice.io
 {{- end }}
+
+{{/* The proxy variables of the controller container (proxy.*), one EnvVar
+a line; nothing when no proxy is set. The API server's address is always in
+NO_PROXY ($(KUBERNETES_SERVICE_HOST), which the kubelet expands): client-go
+honours the same variables, and the controller must reach the API server
+directly. */}}
+{{- define "backendslice.proxyEnv" -}}
+{{- with .Values.proxy }}
+{{- if or .httpsProxy .httpProxy }}
+{{- with .httpsProxy }}
+- name: HTTPS_PROXY
+  value: {{ . | quote }}
+{{- end }}
+{{- with .httpProxy }}
+- name: HTTP_PROXY
+  value: {{ . | quote }}
+{{- end }}
+- name: NO_PROXY
+  value: {{ join "," (compact (list "$(KUBERNETES_SERVICE_HOST)" .noProxy)) | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
