@@ -45,7 +45,7 @@ func addHealthChecks(mgr ctrl.Manager, stuckAfter time.Duration) (*watchdog.Watc
 		return nil, nil
 	}
 	dog := watchdog.New(clock.RealClock{})
-	if err := mgr.AddHealthzCheck(StuckCheckName, dog.Checker(stuckAfter, leading(mgr))); err != nil {
+	if err := mgr.AddHealthzCheck(StuckCheckName, dog.Checker(stuckAfter, leading(mgr), mgr.GetLogger().WithName("watchdog"))); err != nil {
 		return nil, err
 	}
 	return dog, nil

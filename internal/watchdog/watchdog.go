@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -111,10 +112,16 @@ func Verdict(oldest Run, running, leading bool, now time.Time, after time.Durati
 }
 
 // Checker is the liveness check: it fails while leading() and a reconcile
-// has run for longer than after.
-func (w *Watchdog) Checker(after time.Duration, leading func() bool) healthz.Checker {
+// has run for longer than after. Which reconcile goes to log, not to the
+// probe's answer: the health port is open to the cluster, and a backend's
+// name is its tenant's.
+func (w *Watchdog) Checker(after time.Duration, leading func() bool, log logr.Logger) healthz.Checker {
 	return func(*http.Request) error {
 		oldest, running := w.Oldest()
-		return Verdict(oldest, running, leading(), w.clock.Now(), after)
+		if err := Verdict(oldest, running, leading(), w.clock.Now(), after); err != nil {
+			log.Error(err, "the reconcile loop is stuck", "controller", oldest.Controller, "key", oldest.Key)
+			return fmt.Errorf("%s: a reconcile has run for longer than --stuck-reconcile-timeout=%s (the controller's log names it)", oldest.Controller, after)
+		}
+		return nil
 	}
 }
