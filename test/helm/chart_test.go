@@ -62,11 +62,7 @@ func load(t *testing.T) *chart.Chart {
 // render renders the chart with vals and parses the objects.
 func render(t *testing.T, vals map[string]any) []*unstructured.Unstructured {
 	t.Helper()
-	manifest, _, err := helmtest.Render(load(t), vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := helmtest.Objects(manifest)
+	objs, err := helmtest.RenderObjects(vals)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,6 +84,20 @@ func Render(ch *chart.Chart, values map[string]any) (manifest, notes string, err
 	return rel.Manifest, rel.Info.Notes, nil
 }
 
+// RenderObjects loads the chart, renders it with values (see Render) and
+// parses the objects.
+func RenderObjects(values map[string]any) ([]*unstructured.Unstructured, error) {
+	ch, err := Load()
+	if err != nil {
+		return nil, err
+	}
+	manifest, _, err := Render(ch, values)
+	if err != nil {
+		return nil, err
+	}
+	return Objects(manifest)
+}
+
 // Documents splits a rendered manifest into its YAML documents, in order,
 // each starting with Helm's "# Source:" line.
 func Documents(manifest string) []string {

@@ -298,6 +298,18 @@ func Eventually(t *testing.T, timeout time.Duration, what string, check func() e
 	t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
 }
 
+// Backend is an ExternalBackend named name in ns with a TCP port 5432
+// named pg and the sources.
+func Backend(ns, name string, sources ...v1alpha1.Source) *v1alpha1.ExternalBackend {
+	return &v1alpha1.ExternalBackend{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ExternalBackendSpec{
+			Service: v1alpha1.ServiceSpec{Ports: []v1alpha1.ServicePort{{Name: "pg", Port: 5432}}},
+			Sources: sources,
+		},
+	}
+}
+
 // Create creates obj or fails the test.
 func Create(t *testing.T, obj client.Object) {
 	t.Helper()

@@ -167,7 +167,7 @@ func startController(t *testing.T, id identity, namespace string, env ...string)
 	p := &controllerProcess{exited: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0])
 	p.cmd.Env = append(os.Environ(),
-		childKubeconfigEnv+"="+writeKubeconfig(t, id.config()),
+		childKubeconfigEnv+"="+framework.WriteKubeconfig(t, id.config()),
 		childLeaseNamespaceEnv+"="+namespace,
 		podNamespaceEnv+"="+namespace)
 	p.cmd.Env = append(p.cmd.Env, env...)

@@ -15,14 +15,11 @@ package install
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/kube"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/controllers"
@@ -67,35 +64,13 @@ func (id identity) client(t *testing.T) client.Client {
 	return c
 }
 
-// writeKubeconfig writes cfg, impersonation included, as a kubeconfig file:
-// the form Helm and the child controller read.
-func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{
-		ClientCertificateData: cfg.CertData,
-		ClientKeyData:         cfg.KeyData,
-		Token:                 cfg.BearerToken,
-		Impersonate:           cfg.Impersonate.UserName,
-		ImpersonateGroups:     cfg.Impersonate.Groups,
-	}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "user"}
-	kc.CurrentContext = "envtest"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // helmConfig is Helm's configuration for namespace ns of the test's API
 // server, as an administrator, with releases stored in Secrets as the helm
 // CLI stores them.
 func helmConfig(t *testing.T, ns string) *action.Configuration {
 	t.Helper()
 	cfg := new(action.Configuration)
-	getter := kube.GetConfig(writeKubeconfig(t, framework.E().Config()), "", ns)
+	getter := kube.GetConfig(framework.WriteKubeconfig(t, framework.E().Config()), "", ns)
 	if err := cfg.Init(getter, ns, "secret", t.Logf); err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/chart"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -39,17 +39,13 @@ func TestPodSecurityRestricted(t *testing.T) {
 		{name: "privilege escalation allowed", values: "securityContext: {allowPrivilegeEscalation: true}", refused: "allowPrivilegeEscalation"},
 		{name: "runAsNonRoot dropped", values: "podSecurityContext: {runAsNonRoot: null}\nsecurityContext: {runAsNonRoot: null}", refused: "runAsNonRoot"},
 	}
-	ch, err := helmtest.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			vals := map[string]any{}
 			if err := yaml.Unmarshal([]byte(c.values), &vals); err != nil {
 				t.Fatal(err)
 			}
-			pod := renderedPod(t, ch, vals)
+			pod := renderedPod(t, vals)
 			pod.Namespace = ns.Name
 			err := framework.E().Client.Create(ctx, pod, client.DryRunAll)
 			switch {
@@ -63,17 +59,9 @@ func TestPodSecurityRestricted(t *testing.T) {
 }
 
 // renderedPod is a Pod of the Deployment the chart renders with vals.
-func renderedPod(t *testing.T, ch *chart.Chart, vals map[string]any) *corev1.Pod {
+func renderedPod(t *testing.T, vals map[string]any) *corev1.Pod {
 	t.Helper()
-	manifest, _, err := helmtest.Render(ch, vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := helmtest.Objects(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
+	for _, o := range renderObjects(t, vals) {
 		if o.GetKind() != "Deployment" {
 			continue
 		}
@@ -85,4 +73,14 @@ func renderedPod(t *testing.T, ch *chart.Chart, vals map[string]any) *corev1.Pod
 	}
 	t.Fatal("the chart renders no Deployment")
 	return nil
+}
+
+// renderObjects renders the chart with vals, as `helm template` does.
+func renderObjects(t *testing.T, vals map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := helmtest.RenderObjects(vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }

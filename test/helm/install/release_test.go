@@ -337,22 +337,11 @@ func checkRefused(t *testing.T, id identity) {
 // dry-run apply. The ServiceMonitor is left out: the test API server has no
 // prometheus-operator CRDs.
 func TestProductionValuesAccepted(t *testing.T) {
-	ch, err := helmtest.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
 	vals, err := helmtest.ReadValues("../testdata/values-production.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest, _, err := helmtest.Render(ch, vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := helmtest.Objects(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := renderObjects(t, vals)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: helmtest.Namespace}}
 	if err := framework.E().Client.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
 		t.Fatal(err)
