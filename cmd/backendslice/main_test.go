@@ -55,6 +55,8 @@ func TestControllerFlagsRejected(t *testing.T) {
 		"stuck within a reconcile": {[]string{"--reconcile-timeout=30s", "--stuck-reconcile-timeout=40s"},
 			"--stuck-reconcile-timeout=40s: must be 0 (off) or longer than 40s, the longest a reconcile that honours its deadlines takes"},
 		"negative stuck bound": {[]string{"--stuck-reconcile-timeout=-1s"}, "--stuck-reconcile-timeout=-1s: must be 0 (off)"},
+		"stuck within a provider check": {[]string{"--provider-check-interval=5m", "--provider-check-timeout=1m", "--stuck-reconcile-timeout=50s"},
+			"--stuck-reconcile-timeout=50s: must be 0 (off) or longer than 1m10s"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

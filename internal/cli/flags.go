@@ -80,7 +80,7 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.manager.Config.ResolveTimeout, "resolve-timeout", 10*time.Second, "longest time one provider call may take")
 	fs.DurationVar(&f.manager.Config.ReconcileTimeout, "reconcile-timeout", externalbackend.DefaultReconcileTimeout, "longest time one reconcile may take, its sources resolved at once (at least --resolve-timeout)")
 	fs.DurationVar(&f.manager.Config.Coalesce.Quiet, "coalesce-quiet", 0, "hold a provider change until the backend's endpoints have been quiet this long, folding a burst into one write per slice; 0 publishes every change at once")
-	fs.DurationVar(&f.manager.StuckReconcileTimeout, "stuck-reconcile-timeout", 0, "when not 0, /healthz fails while this replica leads and one of its reconciles has run for longer (a worker stuck in a call that ignores its deadline), so that the kubelet restarts it; must exceed --reconcile-timeout plus 10s (the status write)")
+	fs.DurationVar(&f.manager.StuckReconcileTimeout, "stuck-reconcile-timeout", 0, "when not 0, /healthz fails while this replica leads and one of its reconciles has run for longer (a worker stuck in a call that ignores its deadline), so that the kubelet restarts it; must exceed --reconcile-timeout and --provider-check-timeout plus 10s (the status write)")
 	fs.DurationVar(&f.manager.Config.Coalesce.Max, "coalesce-max", 5*time.Second, "longest a provider change is held while the endpoints keep changing (with --coalesce-quiet)")
 	fs.DurationVar(&f.manager.ProviderChecks.Interval, "provider-check-interval", backendprovider.DefaultCheckInterval, "how often each BackendProvider's connection is checked (Consul's leader and token, STS GetCallerIdentity, each DNS resolver) while it passes; a failing one is checked again sooner, with backoff; Ready turns False after 3 failed checks in a row and True again after 2 passed")
 	fs.DurationVar(&f.manager.ProviderChecks.Timeout, "provider-check-timeout", backendprovider.DefaultCheckTimeout, "longest time one check of a BackendProvider's connection may take (at most --provider-check-interval)")
@@ -135,16 +135,17 @@ func (f *ControllerFlags) ManagerOptions() (controllers.ManagerOptions, error) {
 	if c := opts.Config; c.ResolveTimeout <= 0 || c.ReconcileTimeout < c.ResolveTimeout {
 		return opts, fmt.Errorf("--resolve-timeout=%s --reconcile-timeout=%s: both must be positive, and a reconcile at least as long as one provider call", c.ResolveTimeout, c.ReconcileTimeout)
 	}
-	if s, longest := opts.StuckReconcileTimeout, externalbackend.LongestReconcile(opts.Config.ReconcileTimeout); s < 0 || s > 0 && s <= longest {
-		return opts, fmt.Errorf("--stuck-reconcile-timeout=%s: must be 0 (off) or longer than %s, the longest a reconcile that honours its deadlines takes (--reconcile-timeout=%s and the status write)", s, longest, opts.Config.ReconcileTimeout)
-	}
 	if opts.Config.DefaultDrainPeriod < 0 {
 		return opts, fmt.Errorf("--default-drain-period=%s: must not be negative", opts.Config.DefaultDrainPeriod)
 	}
 	if err := opts.Config.Coalesce.Validate(); err != nil {
 		return opts, err
 	}
-	if _, err := opts.ProviderChecks.WithDefaults(); err != nil {
+	checks, err := opts.ProviderChecks.WithDefaults()
+	if err != nil {
+		return opts, err
+	}
+	if err := checkStuckTimeout(opts.StuckReconcileTimeout, opts.Config.ReconcileTimeout, checks.Timeout); err != nil {
 		return opts, err
 	}
 	if err := checkLease(opts.Lease); err != nil {
@@ -205,6 +206,19 @@ func checkLease(l controllers.LeaseTimings) error {
 		return fmt.Errorf("--leader-elect-lease-duration=%s: must be whole seconds, at least %s (the Lease records whole seconds)", l.Duration, minLeaseDuration)
 	case l.Duration <= l.RenewDeadline:
 		return fmt.Errorf("--leader-elect-lease-duration=%s: must be longer than --leader-elect-renew-deadline=%s (a leader that cannot renew must give up before a standby may take over)", l.Duration, l.RenewDeadline)
+	}
+	return nil
+}
+
+// checkStuckTimeout checks --stuck-reconcile-timeout: a reconcile that
+// honours its deadlines must never count as stuck, neither an
+// ExternalBackend's pass (--reconcile-timeout) nor a BackendProvider's
+// connection check (--provider-check-timeout), each with its status write.
+func checkStuckTimeout(stuck, reconcile, check time.Duration) error {
+	longest := externalbackend.LongestReconcile(max(reconcile, check))
+	if stuck < 0 || stuck > 0 && stuck <= longest {
+		return fmt.Errorf("--stuck-reconcile-timeout=%s: must be 0 (off) or longer than %s, the longest a reconcile that honours its deadlines takes (--reconcile-timeout=%s or --provider-check-timeout=%s, and the status write)",
+			stuck, longest, reconcile, check)
 	}
 	return nil
 }
