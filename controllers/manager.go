@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -134,18 +135,8 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The prober wakes backends whose verdicts change, whether or not a
-	// provider pushes.
-	waker := opts.Waker
-	if waker == nil {
-		waker = externalbackend.NewChannelWaker()
-	}
-	probeMetrics, err := probe.NewMetrics(reg)
+	prober, waker, err := addProber(mgr, opts, reg)
 	if err != nil {
-		return nil, fmt.Errorf("registering probe metrics: %w", err)
-	}
-	prober := probe.New(probe.Options{Dial: opts.ProbeDial, Concurrency: opts.ProbeConcurrency, Waker: waker, Metrics: probeMetrics})
-	if err := mgr.Add(prober); err != nil {
 		return nil, err
 	}
 	rcfg := withDefaults(opts.Config)
@@ -183,6 +174,25 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// addProber adds the prober to mgr, and returns it with the waker it wakes
+// backends through: opts's, or a new one. The prober wakes backends whose
+// verdicts change, whether or not a provider pushes.
+func addProber(mgr ctrl.Manager, opts ManagerOptions, reg prometheus.Registerer) (*probe.Prober, *externalbackend.ChannelWaker, error) {
+	waker := opts.Waker
+	if waker == nil {
+		waker = externalbackend.NewChannelWaker()
+	}
+	probeMetrics, err := probe.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("registering probe metrics: %w", err)
+	}
+	prober := probe.New(probe.Options{Dial: opts.ProbeDial, Concurrency: opts.ProbeConcurrency, Waker: waker, Metrics: probeMetrics})
+	if err := mgr.Add(prober); err != nil {
+		return nil, nil, err
+	}
+	return prober, waker, nil
 }
 
 // stopProviders stops the providers' watches and listings when the manager
