@@ -141,14 +141,7 @@ func (f *ControllerFlags) ManagerOptions() (controllers.ManagerOptions, error) {
 	if err := opts.Config.Coalesce.Validate(); err != nil {
 		return opts, err
 	}
-	checks, err := opts.ProviderChecks.WithDefaults()
-	if err != nil {
-		return opts, err
-	}
-	if err := checkStuckTimeout(opts.StuckReconcileTimeout, opts.Config.ReconcileTimeout, checks.Timeout); err != nil {
-		return opts, err
-	}
-	if err := checkLease(opts.Lease); err != nil {
+	if err := checkTimings(opts); err != nil {
 		return opts, err
 	}
 	cidrs, names, err := deniedLists(f.deniedCIDRs, f.deniedNames, f.allowDefaultDenied)
@@ -208,6 +201,20 @@ func checkLease(l controllers.LeaseTimings) error {
 		return fmt.Errorf("--leader-elect-lease-duration=%s: must be longer than --leader-elect-renew-deadline=%s (a leader that cannot renew must give up before a standby may take over)", l.Duration, l.RenewDeadline)
 	}
 	return nil
+}
+
+// checkTimings checks the times of the provider checks, of the
+// stuck-reconcile bound (which must leave room for the others) and of the
+// leader election lease.
+func checkTimings(opts controllers.ManagerOptions) error {
+	checks, err := opts.ProviderChecks.WithDefaults()
+	if err != nil {
+		return err
+	}
+	if err := checkStuckTimeout(opts.StuckReconcileTimeout, opts.Config.ReconcileTimeout, checks.Timeout); err != nil {
+		return err
+	}
+	return checkLease(opts.Lease)
 }
 
 // checkStuckTimeout checks --stuck-reconcile-timeout: a reconcile that
