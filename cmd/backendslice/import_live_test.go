@@ -8,11 +8,10 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
 // TestImportLiveNamespace writes the objects of the fixtures into a real
@@ -34,7 +33,7 @@ func TestImportLiveNamespace(t *testing.T) {
 		args = append(args, "-f", file)
 		createFixture(ctx, t, c, file)
 	}
-	kubeconfig := writeKubeconfig(t, cp.Config)
+	kubeconfig := framework.WriteKubeconfig(t, cp.Config)
 	for _, extra := range [][]string{nil, {"--adopt"}} {
 		fromFiles, _, err := runImportCmd(t, "", append(args, extra...)...)
 		if err != nil {
@@ -95,20 +94,4 @@ func createFixture(ctx context.Context, t *testing.T, c client.Client, file stri
 			t.Fatalf("%s: %v", file, err)
 		}
 	}
-}
-
-// writeKubeconfig writes a kubeconfig that reaches the API server of cfg
-// as cfg does, and returns its path.
-func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
-	kc.CurrentContext = "envtest"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

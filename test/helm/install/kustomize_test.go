@@ -140,7 +140,7 @@ func startBinary(t *testing.T, id identity, c corev1.Container, ns string) *bina
 	// The last of a flag given twice wins.
 	args = append(args, "--health-probe-bind-address="+p.health, "--metrics-bind-address="+p.metrics)
 	p.cmd = exec.Command(buildBinary(t), args...)
-	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+writeKubeconfig(t, id.config()))
+	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+framework.WriteKubeconfig(t, id.config()))
 	for k, v := range env {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
 	}
