@@ -171,7 +171,7 @@ func (r *replica) startOnce() error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("controller %s exited while starting (%v); end of its log:\n%s", r.name, r.exitErr, r.logTail(4000))
+			return fmt.Errorf("controller %s exited while starting (%w); end of its log:\n%s", r.name, r.exitErr, r.logTail(4000))
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
