@@ -18,6 +18,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers/backendprovider"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
+	"github.com/backendslice/backendslice/internal/fairshare"
 	"github.com/backendslice/backendslice/probe"
 	"github.com/backendslice/backendslice/providers"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -105,6 +106,10 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		cfg = rest.CopyConfig(cfg)
 		cfg.QPS = cmp.Or(opts.KubeAPIQPS, cfg.QPS)
 		cfg.Burst = cmp.Or(opts.KubeAPIBurst, cfg.Burst)
+		// One limiter for every client made from cfg (the cache's, the
+		// client's, the lease's), shared between namespaces in turn so
+		// that one tenant's writes do not queue everyone else's.
+		cfg.RateLimiter = fairshare.NewRateLimiter(cfg.QPS, cfg.Burst)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,

@@ -85,6 +85,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{RequeueAfter: shareRetry()}, nil
 	}
 	defer release()
+	// The API requests of this reconcile take the namespace's turn of the
+	// client's rate limit.
+	ctx = fairshare.WithFlow(ctx, req.Namespace)
 	start := r.Clock.Now()
 	xb, err := r.load(ctx, req.NamespacedName)
 	if err != nil {

@@ -6,11 +6,13 @@ package noisy
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/backendslice/backendslice/controllers/externalbackend"
+	"github.com/backendslice/backendslice/internal/cli"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
@@ -25,10 +27,17 @@ var (
 	attackFor       = flag.Duration("duration", 15*time.Minute, "most time the measurements under attack may take; rounds not started by then are skipped (the report says how many samples each latency has)")
 
 	// The victim's measurements.
-	creates     = flag.Int("creates", 20, "victim creates to time in each phase")
-	flips       = flag.Int("flips", 20, "victim health flips to time in each phase (half to Unhealthy, half back)")
-	revocations = flag.Int("revocations", 10, "victim revocations to time in each phase (re-admitted between)")
+	creates     = flag.Int("creates", 100, "victim creates to time in each phase")
+	flips       = flag.Int("flips", 100, "victim health flips to time in each phase (half to Unhealthy, half back)")
+	revocations = flag.Int("revocations", 40, "victim revocations to time in each phase (re-admitted between)")
 	opTimeout   = flag.Duration("op-timeout", 5*time.Minute, "a victim change that has not reached the slices or status by then fails the test")
+)
+
+// clientQPS and clientBurst are the binary's default client-side limit
+// on API requests, which the controller runs with.
+var (
+	clientQPS   float32
+	clientBurst int
 )
 
 // writes counts the controller's writes to EndpointSlices and Services by
@@ -38,7 +47,17 @@ var writes = framework.NewWriteCounter()
 func TestMain(m *testing.M) {
 	// The controller starts before m.Run, which would parse the flags.
 	flag.Parse()
+	// The binary's client-side limit on API requests: envtest's own is so
+	// high that no tenant's request would ever queue behind another's.
+	binary, err := cli.OptionsFromArgs(nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	clientQPS, clientBurst = binary.KubeAPIQPS, binary.KubeAPIBurst
 	os.Exit(framework.Run(m, framework.Options{
+		KubeAPIQPS:   clientQPS,
+		KubeAPIBurst: clientBurst,
 		Providers: func(providers.Waker) ([]providers.Provider, error) {
 			return []providers.Provider{static.New()}, nil
 		},

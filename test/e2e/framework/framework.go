@@ -74,6 +74,11 @@ type Options struct {
 	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// Concurrency is the controller's workers; zero means its default.
 	Concurrency int
+	// KubeAPIQPS and KubeAPIBurst are the controller's client-side limit
+	// on API requests (the binary's --kube-api-qps and --kube-api-burst);
+	// zero keeps envtest's, which is high enough never to hold a request.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 	// ProbeDial opens the controller's probe connections; nil dials from
 	// the test process's network (a data-path test dials from a lab).
 	ProbeDial probe.Dialer
@@ -181,6 +186,8 @@ func (e *Env) startController(opts Options) error {
 		MetricsRegistry:        e.metrics,
 		Config:                 cfg,
 		Concurrency:            opts.Concurrency,
+		KubeAPIQPS:             opts.KubeAPIQPS,
+		KubeAPIBurst:           opts.KubeAPIBurst,
 		ProbeDial:              opts.ProbeDial,
 		ProviderChecks:         opts.ProviderChecks,
 		// RestartController runs a second controller in this process.
