@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -95,6 +96,11 @@ func StartWith(serviceCIDRs string) (*ControlPlane, error) {
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+		// envtest waits 20 s for each binary (five tries): on a machine
+		// loaded by many suites at once, kube-apiserver once took longer
+		// every time, and the package failed before any test ran.
+		// KUBEBUILDER_CONTROLPLANE_START_TIMEOUT still overrides it.
+		ControlPlaneStartTimeout: startTimeout(),
 	}
 	api := env.ControlPlane.GetAPIServer().Configure()
 	api.Set("service-cluster-ip-range", serviceCIDRs)
@@ -104,6 +110,15 @@ func StartWith(serviceCIDRs string) (*ControlPlane, error) {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
 	return &ControlPlane{env: env, Config: cfg}, nil
+}
+
+// startTimeout is how long each of etcd and kube-apiserver may take to
+// start.
+func startTimeout() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT")); err == nil {
+		return d
+	}
+	return 90 * time.Second
 }
 
 // Stop stops the API server and etcd and removes their data.
