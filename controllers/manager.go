@@ -229,14 +229,24 @@ type LeaseTimings struct {
 	RetryPeriod time.Duration
 }
 
-// The default lease times are controller-runtime's (and
-// kube-controller-manager's): a standby takes over a crashed leader within
-// about 15 to 19 seconds, and a cleanly stopped one within a retry period
-// (and its jitter) of the release.
+// The default lease times. The lease duration and renew deadline are
+// controller-runtime's (and kube-controller-manager's): a standby takes
+// over a crashed leader about 15 s after it last saw the lease renewed.
+//
+// The retry period is shorter than their 2 s. A leader that stops cleanly
+// releases its lease, and a standby takes it at its next attempt:
+// client-go's elector (tools/leaderelection, acquire) tries every
+// RetryPeriod stretched by a random jitter of up to JitterFactor (1.2)
+// times it, so 2 to 4.4 s after a release at 2 s, which left health
+// changes unpublished that long in a rolling upgrade; at 500ms it is 0.5
+// to 1.1 s. Nothing can wake the elector sooner: controller-runtime owns
+// it, and its only hook, the resource lock, is called only on that timer.
+// The cost is the leader's renewals, one Lease write every period: 2 a
+// second, what 20 kubelets' node Lease heartbeats (one each 10 s) write.
 const (
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
-	DefaultRetryPeriod   = 2 * time.Second
+	DefaultRetryPeriod   = 500 * time.Millisecond
 )
 
 // nonZero is d as the manager's options take it: nil for its default.

@@ -88,7 +88,7 @@ func TestLeaseFlags(t *testing.T) {
 		want controllers.LeaseTimings
 		err  string
 	}{
-		{name: "defaults", want: controllers.LeaseTimings{Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}},
+		{name: "defaults", want: controllers.LeaseTimings{Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 500 * time.Millisecond}},
 		{name: "a faster takeover", args: []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms"},
 			want: controllers.LeaseTimings{Duration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}},
 		{name: "the smallest accepted", args: []string{"--leader-elect-lease-duration=2s", "--leader-elect-renew-deadline=250ms", "--leader-elect-retry-period=200ms"},
@@ -99,8 +99,8 @@ func TestLeaseFlags(t *testing.T) {
 			err: "--leader-elect-lease-duration=8s: must be longer than --leader-elect-renew-deadline=10s"},
 		{name: "retry period as long as the renew deadline", args: []string{"--leader-elect-retry-period=10s"},
 			err: "--leader-elect-renew-deadline=10s: must be longer than 1.2 times --leader-elect-retry-period=10s"},
-		{name: "retry period within the jitter of the deadline", args: []string{"--leader-elect-renew-deadline=2400ms"},
-			err: "--leader-elect-renew-deadline=2.4s: must be longer than 1.2 times --leader-elect-retry-period=2s"},
+		{name: "retry period within the jitter of the deadline", args: []string{"--leader-elect-renew-deadline=600ms"},
+			err: "--leader-elect-renew-deadline=600ms: must be longer than 1.2 times --leader-elect-retry-period=500ms"},
 		{name: "retry period too short", args: []string{"--leader-elect-retry-period=50ms"},
 			err: "--leader-elect-retry-period=50ms: must be at least 200ms"},
 		{name: "zero retry period", args: []string{"--leader-elect-retry-period=0s"},

@@ -375,7 +375,7 @@ func TestLeaderElectionValues(t *testing.T) {
 		want         controllers.LeaseTimings
 		err          string
 	}{
-		{name: "defaults", want: controllers.LeaseTimings{Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}},
+		{name: "defaults", want: controllers.LeaseTimings{Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 500 * time.Millisecond}},
 		{name: "a faster takeover", values: "controller: {leaderElection: {leaseDuration: 6s, renewDeadline: 4s, retryPeriod: 1s}}",
 			want: controllers.LeaseTimings{Duration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}},
 		{name: "a shorter lease alone", values: "controller: {leaderElection: {leaseDuration: 8s}}",
@@ -415,7 +415,7 @@ func TestFlags(t *testing.T) {
 			"--max-endpoints-per-slice=100", "--min-endpoints-per-slice=10", "--max-endpoints-per-backend=10000", "--max-slices-per-backend=100", "--namespace-share=0", "--default-drain-period=30s", "--resolve-timeout=10s",
 			"--coalesce-quiet=0s", "--coalesce-max=5s", "--zap-log-level=info",
 			"--cluster-domain=cluster.local", "--allow-sources-without-provider=false", "--deny-pod-cidrs=false",
-			"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s",
+			"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=500ms",
 		}},
 		{"production", "testdata/values-production.yaml", []string{
 			"--concurrent=8", "--kube-api-qps=100", "--kube-api-burst=200",
