@@ -201,8 +201,8 @@ UPGRADES ?= 4
 UPGRADE_BACKENDS ?= 200
 
 .PHONY: bench-upgrade
-bench-upgrade: controlplane consul ## Upgrade two replicas from PREVIOUS_RELEASE (0.2.0) to this checkout as the chart's rolling update does, UPGRADES times, while a health check flips: rewrites the upgrade section of docs/benchmarks.md.
-	$(ENVTEST_ENV) $(GO) test ./test/chaos -run '^TestRollingUpgrade$$' -count=1 -v -timeout 30m -args -previous=$(PREVIOUS_RELEASE) -upgrades=$(UPGRADES) -upgrade-backends=$(UPGRADE_BACKENDS) -upgrade-report=$(CURDIR)/docs/benchmarks.md
+bench-upgrade: $(TEST_PREREQS) ## Upgrade two replicas from PREVIOUS_RELEASE (0.2.0) to this checkout as the chart's rolling update does, UPGRADES times, while a health check flips and a client connects through kube-proxy: rewrites the upgrade section of docs/benchmarks.md.
+	$(ENVTEST_ENV) $(GO) test ./test/e2e/upgrade -run '^TestRollingUpgrade$$' -count=1 -v -timeout 30m -args -previous=$(PREVIOUS_RELEASE) -upgrades=$(UPGRADES) -backends=$(UPGRADE_BACKENDS) -report=$(CURDIR)/docs/benchmarks.md
 
 ##@ Helm chart (Helm Go SDK, pinned in go.mod)
 

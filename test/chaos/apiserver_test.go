@@ -11,6 +11,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/test/e2e/framework"
+	"github.com/backendslice/backendslice/test/replica"
 )
 
 // faultAPIServer is the report's name of the API server restart.
@@ -33,10 +34,10 @@ func TestAPIServerRestartMidSync(t *testing.T) {
 	ns := namespace(t)
 	rng := newRand(t)
 	r := newReplica(t, "controller")
-	r.start()
+	r.Start()
 	for i := range *backends {
-		env.world.createBackend(t, backend(ns, fmt.Sprintf("b%03d", i), 2*time.Second,
-			staticSource("vms", ip4(i%3, i/3), ip4((i+1)%3, i/3), ip6(10+i/200, i%200))))
+		env.world.createBackend(t, replica.Backend(ns, fmt.Sprintf("b%03d", i), 2*time.Second,
+			replica.StaticSource("vms", ip4(i%3, i/3), ip4((i+1)%3, i/3), ip6(10+i/200, i%200))))
 	}
 	// Mid-sync: a quarter of the Services written, the rest to come.
 	var synced int
@@ -80,7 +81,7 @@ func TestAPIServerRestartMidSync(t *testing.T) {
 		synced, *backends, down, up.Sub(stopped).Round(time.Millisecond))
 	env.ledger.note(faultAPIServer(), "stopped once %d of %d Services were written; down %s (stop to healthy again)", synced, *backends, up.Sub(stopped).Round(100*time.Millisecond))
 
-	r.requireRunning()
+	r.RequireRunning()
 	converge(t, faultAPIServer(), up, ns)
-	r.requireRunning()
+	r.RequireRunning()
 }

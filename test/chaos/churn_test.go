@@ -14,6 +14,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/test/awstest"
+	"github.com/backendslice/backendslice/test/replica"
 )
 
 // churner keeps the sources of a set of backends changing, one random step
@@ -86,17 +87,17 @@ func newChurner(t *testing.T, rng *rand.Rand, ns, p string) *churner {
 	for i := range 250 {
 		bigAddrs = append(bigAddrs, ip4(i%3, i/3))
 	}
-	big := backend(ns, p+"-big", time.Second, staticSource("many", bigAddrs...))
+	big := replica.Backend(ns, p+"-big", time.Second, replica.StaticSource("many", bigAddrs...))
 	big.Spec.MaxEndpointsPerSlice = ptr.To[int32](100)
 	for _, xb := range []*v1alpha1.ExternalBackend{
-		backend(ns, p+"-static", 2*time.Second, staticSource("vms", staticAddrs...)),
-		backend(ns, p+"-nodrain", 0, staticSource("vms", ip4(0, 10), ip4(0, 11), ip6(1, 10))),
-		backend(ns, p+"-dns", 3*time.Second, dnsSource("name", dnsA)),
-		backend(ns, p+"-consul", 2*time.Second, consulSource("catalog", consulA)),
-		backend(ns, p+"-mixed", 2*time.Second,
-			staticSource("pinned", ip4(1, 10)), dnsSource("name", dnsMixed), consulSource("catalog", consulMixed)),
-		backend(ns, p+"-ec2", 2*time.Second, ec2Source("vms", ec2Tags)),
-		backend(ns, p+"-rds", 2*time.Second, rdsSource("db", rdsID)),
+		replica.Backend(ns, p+"-static", 2*time.Second, replica.StaticSource("vms", staticAddrs...)),
+		replica.Backend(ns, p+"-nodrain", 0, replica.StaticSource("vms", ip4(0, 10), ip4(0, 11), ip6(1, 10))),
+		replica.Backend(ns, p+"-dns", 3*time.Second, replica.DNSSource("name", dnsA)),
+		replica.Backend(ns, p+"-consul", 2*time.Second, replica.ConsulSource("catalog", consulA)),
+		replica.Backend(ns, p+"-mixed", 2*time.Second,
+			replica.StaticSource("pinned", ip4(1, 10)), replica.DNSSource("name", dnsMixed), replica.ConsulSource("catalog", consulMixed)),
+		replica.Backend(ns, p+"-ec2", 2*time.Second, ec2Source("vms", ec2Tags)),
+		replica.Backend(ns, p+"-rds", 2*time.Second, rdsSource("db", rdsID)),
 		big,
 	} {
 		w.createBackend(t, xb)

@@ -2,18 +2,15 @@ package chaos_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/test/e2e/framework"
+	"github.com/backendslice/backendslice/test/replica"
 )
 
 // namespace creates a namespace for t whose backends, Services and slices
@@ -25,27 +22,12 @@ func namespace(t *testing.T) string {
 	requireSetUp(t)
 	ns := framework.Namespace(t)
 	t.Cleanup(func() {
-		if err := emptyNamespace(ns); err != nil {
+		if err := replica.EmptyNamespace(ns); err != nil {
 			t.Errorf("cleaning namespace %s: %v", ns, err)
 		}
 		env.world.forget(ns)
 	})
 	return ns
-}
-
-// emptyNamespace deletes every ExternalBackend, Service and EndpointSlice
-// of ns. envtest runs no garbage collector (nor namespace controller), so
-// owner references delete nothing and the namespace itself stays.
-func emptyNamespace(ns string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c := framework.E().Client
-	for _, obj := range []client.Object{&v1alpha1.ExternalBackend{}, &corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.ConfigMap{}} {
-		if err := c.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting %T: %w", obj, err)
-		}
-	}
-	return nil
 }
 
 // deleteService deletes a Service and then, as the garbage collector of a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/test/e2e/framework"
+	"github.com/backendslice/backendslice/test/replica"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -26,7 +27,7 @@ func plantAll(t *testing.T, ns, p string) {
 	w := env.world
 	w.plantOthers(t, ns, p+"-taken")
 	w.plantLookalikes(t, ns, p+"-static", p+"-static", ip4(0, 0), ip4(0, 250))
-	conflict := backend(ns, p+"-conflict", time.Second, staticSource("vms", ip4(0, 60)))
+	conflict := replica.Backend(ns, p+"-conflict", time.Second, replica.StaticSource("vms", ip4(0, 60)))
 	conflict.Spec.Service.Name = p + "-taken"
 	w.markConflict(types.NamespacedName{Namespace: ns, Name: conflict.Name})
 	w.createBackend(t, conflict)
@@ -48,18 +49,18 @@ func TestKillsUnderChurn(t *testing.T) {
 	c := newChurner(t, rng, ns, "k")
 	r := newReplica(t, "controller")
 	start := time.Now()
-	r.start()
+	r.Start()
 	converge(t, "", start, ns)
 
 	for i := range *kills {
 		c.churnFor(time.Duration(rng.IntN(2500)) * time.Millisecond)
-		killed := r.kill()
+		killed := r.Kill()
 		env.world.down(killed)
 		for range rng.IntN(4) {
 			c.step()
 		}
 		time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
-		r.start()
+		r.Start()
 		started := time.Now()
 		env.world.up(started)
 		c.churnFor(time.Duration(rng.IntN(1000)) * time.Millisecond)
@@ -80,11 +81,11 @@ func TestKillsUnderChurn(t *testing.T) {
 	// that the changes made.
 	waitSettled(t, ns)
 	converge(t, "", time.Now(), ns)
-	before := r.mustScrape()
+	before := r.MustScrape()
 	time.Sleep(3 * time.Second)
-	after := r.mustScrape()
-	r.requireRunning()
-	if n := after.writes() - before.writes(); n != 0 {
+	after := r.MustScrape()
+	r.RequireRunning()
+	if n := after.Writes() - before.Writes(); n != 0 {
 		env.ledger.broken(faultKill, []violation{{cat: wrong, msg: "writes at rest"}})
 		t.Errorf("the controller wrote %v times in 3 s while nothing changed (seed %d)", n, env.seed)
 	}

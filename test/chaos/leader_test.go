@@ -1,16 +1,15 @@
 package chaos_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/test/e2e/framework"
+	"github.com/backendslice/backendslice/test/replica"
 )
 
 // The report's names of the two ways a leader stops.
@@ -19,18 +18,10 @@ const (
 	faultLeaderTerm = "leader SIGTERMed mid-sync (a clean stop), standby takes over"
 )
 
-// leaseName is the controller's leader election lease (controllers.NewManager).
-const leaseName = "backendslice-controller.backendslice.io"
-
 // maxPoll is the longest a standby waits between two looks at the lease:
-// client-go's leader election (with controller-runtime's defaults) tries
-// every retry period of 2 s, stretched by a random jitter of up to 1.2
-// times that.
-const maxPoll = 2*time.Second + 2*time.Second*12/10
-
-// terminationGrace is the chart's terminationGracePeriodSeconds: a
-// SIGTERMed controller still running after it is killed.
-const terminationGrace = 30 * time.Second
+// client-go's leader election tries every retry period (the controller's
+// default here), stretched by a random jitter of up to 1.2 times it.
+const maxPoll = controllers.DefaultRetryPeriod + controllers.DefaultRetryPeriod*12/10
 
 // leaderStop is one way the test stops the leader.
 type leaderStop struct {
@@ -56,12 +47,12 @@ func TestLeaderHandover(t *testing.T) {
 	c := newChurner(t, rng, ns, "l")
 	flip := newFlipper(t, ns, "l-flip", 1)
 	flags := []string{"--leader-elect", "--leader-election-namespace", ns}
-	replicas := []*replica{newReplica(t, "replica-a", flags...), newReplica(t, "replica-b", flags...)}
+	replicas := []*replica.Replica{newReplica(t, "replica-a", flags...), newReplica(t, "replica-b", flags...)}
 	start := time.Now()
 	for _, r := range replicas {
-		r.start()
+		r.Start()
 	}
-	leader := waitLeader(t, replicas)
+	leader := replica.WaitLeader(t, replicas)
 	converge(t, "", start, ns)
 
 	stops := []leaderStop{{fault: faultLeader, signal: "SIGKILL"}, {fault: faultLeaderTerm, signal: "SIGTERM", clean: true}}
@@ -74,22 +65,22 @@ func TestLeaderHandover(t *testing.T) {
 		// Mid-sync: a burst of changes, and new backends, then the stop
 		// at a random moment inside the leader's work on them.
 		for j := range 5 {
-			env.world.createBackend(t, backend(ns, fmt.Sprintf("l-new-%d-%d", i, j), time.Second,
-				staticSource("vms", ip4(2, 150+5*i+j), ip6(7, 5*i+j))))
+			env.world.createBackend(t, replica.Backend(ns, fmt.Sprintf("l-new-%d-%d", i, j), time.Second,
+				replica.StaticSource("vms", ip4(2, 150+5*i+j), ip6(7, 5*i+j))))
 		}
 		for range 10 {
 			c.step()
 		}
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
-		m := standby.mustScrape()
-		if m.writes() != 0 || m.reconciles() != 0 {
-			t.Errorf("standby %s made %v writes and %v reconciles while %s led", standby.name, m.writes(), m.reconciles(), leader.name)
+		m := standby.MustScrape()
+		if m.Writes() != 0 || m.Reconciles() != 0 {
+			t.Errorf("standby %s made %v writes and %v reconciles while %s led", standby.Name, m.Writes(), m.Reconciles(), leader.Name)
 		}
 		h := handOver(t, ns, stop, leader, standby, c, flip)
 		h.log(t, i+1, leader, standby)
 		converge(t, stop.fault, h.at, ns)
 
-		leader.start() // the new standby
+		leader.Start() // the new standby
 		leader = standby
 	}
 	env.ledger.note(faultLeader, "%s", c.summary())
@@ -111,22 +102,22 @@ type handover struct {
 // handOver stops leader as stop says, flips a health check and keeps the
 // sources changing, and waits until standby holds the lease, has written,
 // and has published the flip.
-func handOver(t *testing.T, ns string, stop leaderStop, leader, standby *replica, c *churner, flip *flipper) handover {
+func handOver(t *testing.T, ns string, stop leaderStop, leader, standby *replica.Replica, c *churner, flip *replica.Flipper) handover {
 	t.Helper()
-	lease := readLease(t, ns)
+	lease := replica.ReadLease(t, ns)
 	firstWrite := pollFirst(convergeTimeout, func() bool {
-		m, err := standby.scrape()
-		return err == nil && m.writes() > 0
+		m, err := standby.Scrape()
+		return err == nil && m.Writes() > 0
 	})
 	h := handover{signal: stop.signal, leaseDuration: time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second}
 	if stop.clean {
-		h.at = leader.terminate()
+		h.at = leader.Terminate()
 	} else {
-		h.at = leader.kill()
+		h.at = leader.Kill()
 	}
 	h.renewed = h.at.Sub(lease.Spec.RenewTime.Time)
 	env.world.down(h.at)
-	published := flip.flip(t, 0)
+	published := flipAndPoll(t, flip, 0)
 	c.churnFor(time.Duration(c.rng.IntN(1000)) * time.Millisecond)
 	if stop.clean {
 		h.exited = checkReleased(t, leader, ns, ptr.Deref(lease.Spec.HolderIdentity, "")).Sub(h.at)
@@ -134,7 +125,7 @@ func handOver(t *testing.T, ns string, stop leaderStop, leader, standby *replica
 
 	// Takeover: the lease changes hands.
 	framework.Eventually(t, 60*time.Second, "the standby taking the lease", func() error {
-		l := readLease(t, ns)
+		l := replica.ReadLease(t, ns)
 		if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder == "" || holder == ptr.Deref(lease.Spec.HolderIdentity, "") {
 			return fmt.Errorf("still held by %q", holder)
 		}
@@ -142,8 +133,8 @@ func handOver(t *testing.T, ns string, stop leaderStop, leader, standby *replica
 		return nil
 	})
 	env.world.up(h.at.Add(h.lease))
-	if !standby.mustScrape().leader() {
-		t.Errorf("the lease moved, but %s does not say it leads", standby.name)
+	if !standby.MustScrape().Leader() {
+		t.Errorf("the lease moved, but %s does not say it leads", standby.Name)
 	}
 	// A standby counts the lease duration from when it saw the lease last
 	// renewed, which it sees at its next look (up to maxPoll after the
@@ -163,22 +154,22 @@ func handOver(t *testing.T, ns string, stop leaderStop, leader, standby *replica
 // exited cleanly, releasing its lease on the way: once it is gone, the
 // lease is free or the standby's, never still its own (which would leave
 // the standby waiting out the lease duration).
-func checkReleased(t *testing.T, leader *replica, ns, holder string) time.Time {
+func checkReleased(t *testing.T, leader *replica.Replica, ns, holder string) time.Time {
 	t.Helper()
-	exited, err := leader.wait(terminationGrace)
+	exited, err := leader.Wait(replica.TerminationGrace)
 	if err != nil {
-		t.Errorf("controller %s exited with %v after SIGTERM, want a clean exit; end of its log:\n%s", leader.name, err, leader.logTail(3000))
+		t.Errorf("controller %s exited with %v after SIGTERM, want a clean exit; end of its log:\n%s", leader.Name, err, leader.LogTail(3000))
 	}
-	if now := ptr.Deref(readLease(t, ns).Spec.HolderIdentity, ""); now == holder {
-		t.Errorf("controller %s exited after SIGTERM still holding the lease (%s): it did not release it", leader.name, holder)
+	if now := ptr.Deref(replica.ReadLease(t, ns).Spec.HolderIdentity, ""); now == holder {
+		t.Errorf("controller %s exited after SIGTERM still holding the lease (%s): it did not release it", leader.Name, holder)
 	}
 	return exited
 }
 
 // log reports the handover in the test's output and in the report.
-func (h handover) log(t *testing.T, n int, leader, standby *replica) {
+func (h handover) log(t *testing.T, n int, leader, standby *replica.Replica) {
 	t.Logf("handover %d: %s %s (exited %s later), %s took the lease %s later, wrote first %s later, published a flip made then %s later (lease duration %s, last renewed %s before the signal)",
-		n, leader.name, h.signal, h.exited.Round(time.Millisecond), standby.name, h.lease.Round(time.Millisecond), h.firstWrite.Round(time.Millisecond), h.flip.Round(time.Millisecond),
+		n, leader.Name, h.signal, h.exited.Round(time.Millisecond), standby.Name, h.lease.Round(time.Millisecond), h.firstWrite.Round(time.Millisecond), h.flip.Round(time.Millisecond),
 		h.leaseDuration, h.renewed.Round(time.Millisecond))
 	env.ledger.handedOver(h)
 }
@@ -212,40 +203,4 @@ func since(t *testing.T, at time.Time, first func() time.Time, what string) time
 		return -1
 	}
 	return when.Sub(at)
-}
-
-// waitLeader waits until one replica says it leads, and returns it.
-func waitLeader(t *testing.T, replicas []*replica) *replica {
-	t.Helper()
-	var leader *replica
-	framework.Eventually(t, 60*time.Second, "a leader", func() error {
-		leader = nil
-		for _, r := range replicas {
-			m, err := r.scrape()
-			if err != nil {
-				return err
-			}
-			if m.leader() {
-				if leader != nil {
-					return fmt.Errorf("%s and %s both say they lead", leader.name, r.name)
-				}
-				leader = r
-			}
-		}
-		if leader == nil {
-			return fmt.Errorf("no replica leads yet")
-		}
-		return nil
-	})
-	return leader
-}
-
-// readLease reads the controller's leader election lease in ns.
-func readLease(t *testing.T, ns string) *coordinationv1.Lease {
-	t.Helper()
-	l := &coordinationv1.Lease{}
-	if err := framework.E().Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: leaseName}, l); err != nil {
-		t.Fatalf("reading lease %s/%s: %v", ns, leaseName, err)
-	}
-	return l
 }

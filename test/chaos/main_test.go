@@ -14,11 +14,11 @@
 //   - runs two replicas with leader election and stops the leader
 //     mid-sync, with SIGKILL and with SIGTERM (TestLeaderHandover);
 //   - edits, relabels and deletes what the controller wrote, and plants
-//     slices with its labels that are not its own (TestTampering);
-//   - upgrades two replicas as the chart's rolling update does, from the
-//     previous release's binary (-previous) to this checkout's, while a
-//     health check flips, and counts what the upgrade costs
-//     (TestRollingUpgrade, make bench-upgrade).
+//     slices with its labels that are not its own (TestTampering).
+//
+// The rolling upgrade from the previous release, under traffic through
+// kube-proxy, is test/e2e/upgrade's; both run their replicas with
+// test/replica.
 //
 // The invariants are one function, (*world).check, shared by every test.
 //
@@ -38,9 +38,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -49,9 +47,9 @@ import (
 
 	"github.com/backendslice/backendslice/test/awstest"
 	"github.com/backendslice/backendslice/test/consultest"
-	"github.com/backendslice/backendslice/test/controlplane"
 	"github.com/backendslice/backendslice/test/dnstest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
+	"github.com/backendslice/backendslice/test/replica"
 )
 
 // Flags of the long form; the defaults are the short form `make test` runs.
@@ -64,21 +62,15 @@ var (
 	seedFlag  = flag.Int64("seed", 0, "seed of every random choice; 0 picks one from the clock (the run logs it)")
 	binary    = flag.String("binary", "", "controller binary to run instead of building one from this checkout")
 	report    = flag.String("report", "", "write the figures of the run as Markdown to this file (docs/reliability.md)")
-
-	// TestRollingUpgrade (make bench-upgrade).
-	previous        = flag.String("previous", "", "git revision (commit or tag) whose controller runs before TestRollingUpgrade upgrades it to this checkout's; empty: this checkout's too (a rolling restart)")
-	upgrades        = flag.Int("upgrades", 1, "rolling upgrades in TestRollingUpgrade, stopping the old leader first and then an old standby first, in turn")
-	upgradeBackends = flag.Int("upgrade-backends", 20, "static ExternalBackends besides the flipped one in TestRollingUpgrade")
-	flipPeriod      = flag.Duration("flip-period", time.Second, "how often TestRollingUpgrade flips a Consul check")
-	upgradeReport   = flag.String("upgrade-report", "", "write TestRollingUpgrade's figures as the upgrade section of this Markdown file (docs/benchmarks.md)")
 )
 
 // Fixed names of the environment the child controllers run in.
 const (
 	// dnsZone is the zone the in-process DNS server answers for.
 	dnsZone = "chaos.test."
-	// awsRegion is the region of every AWS source.
-	awsRegion = "eu-west-1"
+	// awsRegion is the region of every AWS source: the one in the
+	// replicas' environment.
+	awsRegion = replica.AWSRegion
 	// awsRefresh is the controller's --aws-refresh-interval: short, so
 	// that AWS changes show within a second or two.
 	awsRefresh = time.Second
@@ -251,27 +243,7 @@ func buildBinary(dir string) (string, error) {
 		env.built = "the binary " + abs + " (-binary)"
 		return abs, nil
 	}
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	describe := exec.Command("git", "describe", "--always", "--dirty")
-	describe.Dir = root
-	if v, err := describe.Output(); err == nil {
-		commit, dirty := strings.CutSuffix(strings.TrimSpace(string(v)), "-dirty")
-		env.built = "built from commit " + commit
-		if dirty {
-			env.built += " with changes not yet committed"
-		}
-	}
-	out := filepath.Join(dir, "backendslice")
-	start := time.Now()
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/backendslice")
-	cmd.Dir = root
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building the controller (go build -o %s ./cmd/backendslice in %s): %w", out, root, err)
-	}
-	fmt.Fprintf(os.Stderr, "chaos: built %s in %s\n", out, time.Since(start).Round(100*time.Millisecond))
-	return out, nil
+	bin, built, err := replica.BuildCheckout(dir)
+	env.built = built
+	return bin, err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/test/awstest"
+	"github.com/backendslice/backendslice/test/replica"
 )
 
 // Faults of TestProvidersDownAcrossRestart, as the report names them.
@@ -56,16 +57,16 @@ func TestProvidersDownAcrossRestart(t *testing.T) {
 		name string
 		src  v1alpha1.Source
 	}{
-		{"down-dns", dnsSource("name", dnsName)},
-		{"down-consul", consulSource("catalog", consulSvc)},
+		{"down-dns", replica.DNSSource("name", dnsName)},
+		{"down-consul", replica.ConsulSource("catalog", consulSvc)},
 		{"down-ec2", ec2Source("vms", tags)},
 		{"down-rds", rdsSource("db", rdsID)},
 	} {
-		w.createBackend(t, backend(ns, xb.name, downDrain, xb.src))
+		w.createBackend(t, replica.Backend(ns, xb.name, downDrain, xb.src))
 	}
 	r := newReplica(t, "controller")
 	start := time.Now()
-	r.start()
+	r.Start()
 	converge(t, "", start, ns)
 
 	denyAll := func(on bool) {
@@ -123,9 +124,9 @@ func TestProvidersDownAcrossRestart(t *testing.T) {
 		changes := changeLog{}
 		for time.Now().Before(downAt.Add(*downFor)) {
 			if !killed && time.Now().After(killAt) {
-				at := r.kill()
+				at := r.Kill()
 				w.down(at)
-				r.start()
+				r.Start()
 				w.up(time.Now())
 				killed = true
 				t.Logf("round %d: controller killed %s after the providers went down, running again after %s",
@@ -138,7 +139,7 @@ func TestProvidersDownAcrossRestart(t *testing.T) {
 			changes.add(before, v, time.Since(downAt))
 			time.Sleep(250 * time.Millisecond)
 		}
-		r.requireRunning()
+		r.RequireRunning()
 		for _, f := range []string{faultDNSDown, faultConsulDown, round.awsFault} {
 			var mine []violation
 			for _, c := range changes {
@@ -165,7 +166,7 @@ func TestProvidersDownAcrossRestart(t *testing.T) {
 		w.setEC2State("i-down-1", "running")
 		w.putEC2(awstest.EC2Instance{ID: fmt.Sprintf("i-down-n%d", n), State: "running", PrivateIP: ip4(0, 210+n), Tags: tags})
 		w.setRDSStatus(rdsID, map[bool]string{true: "rebooting", false: "available"}[n%2 == 0])
-		r.requireRunning()
+		r.RequireRunning()
 		convergeEach(t, at(upAt), faultOf, ns)
 		// The next round starts from the same instances.
 		w.setEC2State("i-down-1", "pending")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/test/e2e/framework"
+	"github.com/backendslice/backendslice/test/replica"
 )
 
 // TestInvariantsCatchBreakage breaks, by hand and while no controller
@@ -27,14 +28,14 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 	ctx := context.Background()
 	c := framework.E().Client
 	k := types.NamespacedName{Namespace: ns, Name: "x"}
-	w.createBackend(t, backend(ns, "x", time.Second, staticSource("vms", ip4(0, 0), ip4(0, 1))))
+	w.createBackend(t, replica.Backend(ns, "x", time.Second, replica.StaticSource("vms", ip4(0, 0), ip4(0, 1))))
 	expectBroken(t, ns, map[category]string{lost: "has no Service x", pending: "observedGeneration"})
 
 	r := newReplica(t, "controller")
 	start := time.Now()
-	r.start()
+	r.Start()
 	converge(t, "", start, ns)
-	w.down(r.kill())
+	w.down(r.Kill())
 
 	var list discoveryv1.EndpointSliceList
 	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.BackendLabel: "x"}); err != nil || len(list.Items) != 1 {
@@ -102,7 +103,7 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 	if err := c.Delete(ctx, stray); err != nil {
 		t.Fatal(err)
 	}
-	r.start()
+	r.Start()
 	up := time.Now()
 	w.up(up)
 	converge(t, "", up, ns)

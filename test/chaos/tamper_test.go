@@ -18,6 +18,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/test/e2e/framework"
+	"github.com/backendslice/backendslice/test/replica"
 )
 
 // tamper is one change someone makes to what the controller wrote, on a
@@ -99,7 +100,7 @@ func TestTampering(t *testing.T) {
 		names = append(names, "t-"+tp.backend)
 	}
 	for _, name := range names {
-		w.createBackend(t, backend(ns, name, 2*time.Second, staticSource("vms", ip4(0, 0), ip4(0, 1), ip6(1, 0))))
+		w.createBackend(t, replica.Backend(ns, name, 2*time.Second, replica.StaticSource("vms", ip4(0, 0), ip4(0, 1), ip6(1, 0))))
 	}
 	faultOf := func(k types.NamespacedName) string {
 		if k.Name == "t-lookalike" {
@@ -114,7 +115,7 @@ func TestTampering(t *testing.T) {
 	}
 	r := newReplica(t, "controller")
 	start := time.Now()
-	r.start()
+	r.Start()
 	// The squatter is there before the first slice: the first sync counts.
 	convergeEach(t, at(start), func(k types.NamespacedName) string {
 		return map[bool]string{true: faultLookalike}[k.Name == "t-lookalike"]
@@ -124,7 +125,7 @@ func TestTampering(t *testing.T) {
 		when := "while the controller runs"
 		if !running {
 			when = "while the controller is dead"
-			at := r.kill()
+			at := r.Kill()
 			w.down(at)
 		}
 		roundStart, applied := time.Now(), map[string]time.Time{}
@@ -141,7 +142,7 @@ func TestTampering(t *testing.T) {
 			return roundStart // the lookalikes, there all along
 		}
 		if !running {
-			r.start()
+			r.Start()
 			up := time.Now()
 			w.up(up)
 			since = at(up) // repairs start with the controller
@@ -215,18 +216,18 @@ func retryConflict(ctx context.Context, obj client.Object, change func()) error 
 // reconciles and writes and the resource versions of every Service,
 // EndpointSlice and ExternalBackend of ns: no writes, no moved versions,
 // at most one reconcile a backend.
-func quietWindow(t *testing.T, r *replica, ns, when string, nBackends int, faultOf func(types.NamespacedName) string) {
+func quietWindow(t *testing.T, r *replica.Replica, ns, when string, nBackends int, faultOf func(types.NamespacedName) string) {
 	t.Helper()
-	before, versions := r.mustScrape(), resourceVersions(t, ns)
-	if before.reconciles() == 0 {
+	before, versions := r.MustScrape(), resourceVersions(t, ns)
+	if before.Reconciles() == 0 {
 		// It has reconciled every backend by now: a zero means the scrape
 		// reads the wrong metric, and would hide any loop.
-		t.Fatalf("controller %s reports no backendslice_reconciles_total after converging", r.name)
+		t.Fatalf("controller %s reports no backendslice_reconciles_total after converging", r.Name)
 	}
 	time.Sleep(*quiet)
-	after, moved := r.mustScrape(), resourceVersions(t, ns)
-	r.requireRunning()
-	reconciles, writes := after.reconciles()-before.reconciles(), after.writes()-before.writes()
+	after, moved := r.MustScrape(), resourceVersions(t, ns)
+	r.RequireRunning()
+	reconciles, writes := after.Reconciles()-before.Reconciles(), after.Writes()-before.Writes()
 	t.Logf("quiet window of %s: %v reconciles, %v writes", *quiet, reconciles, writes)
 	var loops []violation
 	rewritten := 0

@@ -15,9 +15,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	mdns "github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/test/awstest"
@@ -368,6 +366,13 @@ func (w *world) setDNS(name string, addrs ...string) {
 // registerConsul registers (or re-registers) an instance of service.
 func (w *world) registerConsul(t *testing.T, service, id, address, status string) {
 	t.Helper()
+	if err := w.tryRegisterConsul(service, id, address, status); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryRegisterConsul is registerConsul for a caller that handles the error.
+func (w *world) tryRegisterConsul(service, id, address, status string) error {
 	var err error
 	w.change(func() {
 		if err = env.consul.Register(consultest.Service{ID: id, Name: service, Address: address, Status: status}); err != nil {
@@ -379,8 +384,9 @@ func (w *world) registerConsul(t *testing.T, service, id, address, status string
 		w.consul[service][id] = consulInstance{address: address, status: status}
 	})
 	if err != nil {
-		t.Fatalf("registering Consul instance %s of %s: %v", id, service, err)
+		return fmt.Errorf("registering Consul instance %s of %s: %w", id, service, err)
 	}
+	return nil
 }
 
 // deregisterConsul removes an instance of service.
@@ -489,39 +495,6 @@ func (w *world) setRDSStatus(id, status string) {
 }
 
 // --- Spec builders.
-
-// backend is an ExternalBackend with two ports, both address families and
-// the given drain period.
-func backend(ns, name string, drain time.Duration, sources ...v1alpha1.Source) *v1alpha1.ExternalBackend {
-	return &v1alpha1.ExternalBackend{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ExternalBackendSpec{
-			Service: v1alpha1.ServiceSpec{Ports: []v1alpha1.ServicePort{
-				{Name: "app", Port: 80, TargetPort: ptr.To[int32](8080)},
-				{Name: "admin", Port: 9000, TargetPort: ptr.To[int32](9090)},
-			}},
-			AddressTypes: []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4, v1alpha1.AddressTypeIPv6},
-			DrainPeriod:  &metav1.Duration{Duration: drain},
-			Sources:      sources,
-		},
-	}
-}
-
-func staticSource(name string, addrs ...string) v1alpha1.Source {
-	s := v1alpha1.Source{Name: name, Static: &v1alpha1.StaticSource{}}
-	for _, a := range addrs {
-		s.Static.Endpoints = append(s.Static.Endpoints, v1alpha1.StaticEndpoint{Address: a})
-	}
-	return s
-}
-
-func dnsSource(name, host string) v1alpha1.Source {
-	return v1alpha1.Source{Name: name, DNS: &v1alpha1.DNSSource{Name: host}}
-}
-
-func consulSource(name, service string) v1alpha1.Source {
-	return v1alpha1.Source{Name: name, Consul: &v1alpha1.ConsulSource{Service: service}}
-}
 
 func ec2Source(name string, tags map[string]string) v1alpha1.Source {
 	return v1alpha1.Source{Name: name, AWSEC2: &v1alpha1.AWSEC2Source{Region: awsRegion, Tags: tags}}

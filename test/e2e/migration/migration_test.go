@@ -64,7 +64,7 @@ func scenarios() []scenario {
 
 // TestMigration migrates hand-written Services onto ExternalBackends, -runs
 // times for each scenario, with a client connecting to the cluster IP every
-// connGap through kube-proxy from before the ExternalBackend (imported from
+// 5 ms through kube-proxy from before the ExternalBackend (imported from
 // the live namespace, as `backendslice import --adopt` does) is written
 // until settle after the migration (and, for Rollback, the orphaning
 // delete) is complete. Each run asserts: no connection failed; the Service
@@ -95,7 +95,7 @@ func TestMigration(t *testing.T) {
 
 // runResult is what one migration measured.
 type runResult struct {
-	traffic trafficResult
+	traffic netlab.ClientResult
 	// From writing the ExternalBackend: to Adopted=True (polled every
 	// 100 ms), to the last slice not ours going, to the Endpoints object
 	// going (Endpoints only).
@@ -121,7 +121,7 @@ func migrate(t *testing.T, sc scenario) runResult {
 	waitServed(t, addr)
 
 	w := watchService(t, ns, hostAddrs())
-	tr := startTraffic(addr)
+	tr := lab.Node.StartClient(addr, netlab.DefaultClientLimits())
 	t.Cleanup(func() { tr.Stop(); w.stop() })
 	xb := adopting(t, ns)
 	start := time.Now()
@@ -156,16 +156,10 @@ func migrate(t *testing.T, sc scenario) runResult {
 
 // checkTraffic fails the test on a failed connection or a client that
 // ended at its bound before the migration did.
-func checkTraffic(t *testing.T, tr trafficResult) {
+func checkTraffic(t *testing.T, tr netlab.ClientResult) {
 	t.Helper()
-	if tr.failed > 0 {
-		t.Errorf("%d of %d connections failed during the migration; the first: %v", tr.failed, tr.conns, tr.failures)
-	}
-	if tr.bounded {
-		t.Errorf("the client reached its bound (%d connections or %s) before the migration ended", maxConns, maxTime)
-	}
-	if tr.conns == 0 {
-		t.Error("the client made no connection")
+	if err := tr.Err(); err != nil {
+		t.Errorf("the client during the migration: %v", err)
 	}
 }
 
@@ -263,7 +257,7 @@ func waitServed(t *testing.T, addr string) {
 	framework.Eventually(t, framework.Timeout, addr+" reaches "+fmt.Sprint(hostNames), func() error {
 		got := map[string]int{}
 		for range 30 {
-			name, err := lab.Node.AskTCP(addr, dialTimeout)
+			name, err := lab.Node.AskTCP(addr, netlab.DefaultClientLimits().DialTimeout)
 			if err != nil {
 				return fmt.Errorf("a connection failed: %s (so far %v)", netlab.ErrorKind(err), got)
 			}

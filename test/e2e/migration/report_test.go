@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backendslice/backendslice/test/docsection"
+	"github.com/backendslice/backendslice/test/netlab"
 )
 
 // writeReport rewrites the migration section of the Markdown file at path.
@@ -22,7 +23,7 @@ func writeReport(path string, results map[string][]runResult) error {
 	p("three backend hosts in namespaces of their own on documentation addresses (test/netlab).\n")
 	p("Each run starts from a hand-written selectorless Service whose endpoints are the three hosts,\n")
 	p("served through kube-proxy. A client on the node opens a TCP connection to the cluster IP every\n")
-	p("%d ms (one at a time, at most %d connections or %.0f min) from before the ExternalBackend is\n", connGap.Milliseconds(), maxConns, maxTime.Minutes())
+	p("%d ms (one at a time, at most %d connections or %.0f min) from before the ExternalBackend is\n", netlab.DefaultClientLimits().Gap.Milliseconds(), netlab.DefaultClientLimits().MaxConns, netlab.DefaultClientLimits().MaxTime.Minutes())
 	p("written until %.0f s after the migration is complete, so that\n", settle.Seconds())
 	p("kube-proxy's last sync (minSyncPeriod 1 s) carries connections too. A watch of every slice of\n")
 	p("the Service, whoever wrote it, counts the moments at which fewer than the three hosts were\n")
@@ -40,8 +41,8 @@ func writeReport(path string, results map[string][]runResult) error {
 		rs := results[sc.name]
 		var conns, failed, kept, lows, dups int
 		for _, r := range rs {
-			conns += r.traffic.conns
-			failed += r.traffic.failed
+			conns += r.traffic.Conns
+			failed += r.traffic.Failed
 			lows += r.lows
 			dups += r.dups
 			if r.clusterIPKept {
@@ -83,8 +84,8 @@ func spread(rs []runResult, of func(runResult) time.Duration) string {
 func summary(rs []runResult) string {
 	conns, failed := 0, 0
 	for _, r := range rs {
-		conns += r.traffic.conns
-		failed += r.traffic.failed
+		conns += r.traffic.Conns
+		failed += r.traffic.Failed
 	}
 	return fmt.Sprintf("%d run(s), %d connections, %d failed; adopted %s, hand-written gone %s, Endpoints gone %s, rolled back %s",
 		len(rs), conns, failed,

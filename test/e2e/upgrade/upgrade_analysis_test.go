@@ -1,4 +1,4 @@
-package chaos_test
+package upgrade_test
 
 import (
 	"fmt"
@@ -16,6 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/test/netlab"
+	"github.com/backendslice/backendslice/test/replica"
 )
 
 // upgradeRun is one rolling upgrade as the test drove it.
@@ -29,7 +31,16 @@ type upgradeRun struct {
 	expected map[string]map[string]bool
 }
 
-// upgradeResult is what one rolling upgrade cost, as the watch saw it.
+// flipped is what the flipper did: the backend, its instances' addresses
+// and the flips made.
+type flipped struct {
+	name  string
+	addrs []string
+	flips []replica.Flip
+}
+
+// upgradeResult is what one rolling upgrade cost, as the watch and the
+// client saw it.
 type upgradeResult struct {
 	order string
 	steps []step
@@ -50,6 +61,9 @@ type upgradeResult struct {
 	// broken describes each moment a Service lacked an endpoint, held one
 	// twice, or published a steady one not ready.
 	broken []string
+	// traffic is what the client connecting to the flipped backend's
+	// cluster IP through kube-proxy saw, from before the flips to after.
+	traffic netlab.ClientResult
 }
 
 // leaseMove is how long after a leader's SIGTERM its lease was released
@@ -82,25 +96,25 @@ func (r replay) published(svc, addr string) (ready, serving bool, copies int) {
 }
 
 // analyse replays the events the watch saw against the flips made.
-func (u upgradeRun) analyse(events []event, f *flipper) upgradeResult {
+func (u upgradeRun) analyse(events []event, f flipped) upgradeResult {
 	res := upgradeResult{order: u.order, steps: u.steps, start: u.start}
 	flipAddrs := map[string]bool{}
 	for _, a := range f.addrs {
 		flipAddrs[a] = true
 	}
 	r := replay{slices: map[string]*discoveryv1.EndpointSlice{}}
-	flips := f.recorded()
+	flips := f.flips
 	pending := map[int]bool{}
 	next := 0
 	for _, e := range events {
-		for ; next < len(flips) && !flips[next].at.After(e.at); next++ {
+		for ; next < len(flips) && !flips[next].At.After(e.at); next++ {
 			pending[next] = true
 		}
 		r.apply(e)
 		for i := range pending {
-			if _, serving, n := r.published(f.name, flips[i].addr); n > 0 && serving == flips[i].serving {
+			if _, serving, n := r.published(f.name, flips[i].Addr); n > 0 && serving == flips[i].Serving {
 				delete(pending, i)
-				res.flipTime(flips[i], e.at.Sub(flips[i].at), u)
+				res.flipTime(flips[i], e.at.Sub(flips[i].At), u)
 			}
 		}
 		if e.at.Before(u.start) {
@@ -115,7 +129,7 @@ func (u upgradeRun) analyse(events []event, f *flipper) upgradeResult {
 		pending[next+i] = true
 	}
 	for _, i := range slices.Sorted(maps.Keys(pending)) {
-		res.unpublished = append(res.unpublished, fmt.Sprintf("%s serving=%t, flipped at +%s", flips[i].addr, flips[i].serving, flips[i].at.Sub(u.start).Round(time.Millisecond)))
+		res.unpublished = append(res.unpublished, fmt.Sprintf("%s serving=%t, flipped at +%s", flips[i].Addr, flips[i].Serving, flips[i].At.Sub(u.start).Round(time.Millisecond)))
 	}
 	res.handovers = leaseMoves(events, u.steps)
 	return res
@@ -135,8 +149,8 @@ func (r replay) apply(e event) {
 }
 
 // flipTime files the time a flip took to reach the slices.
-func (res *upgradeResult) flipTime(f flip, took time.Duration, u upgradeRun) {
-	if f.at.Before(u.start) {
+func (res *upgradeResult) flipTime(f replica.Flip, took time.Duration, u upgradeRun) {
+	if f.At.Before(u.start) {
 		res.before = append(res.before, took)
 	} else {
 		res.during = append(res.during, took)
@@ -324,8 +338,12 @@ func (res upgradeResult) check(t *testing.T) {
 			t.Errorf("after the %s, no other replica took the lease", m.what)
 		}
 	}
-	t.Logf("%s: %d flips during the upgrade, longest %s to the slice (before it: %d, longest %s); %d slice and Service writes, %d of them the flips'; status writes: %d of the flipped backend, %d of the others %v",
-		res.order, len(res.during), longest(res.during), len(res.before), longest(res.before), res.writes, res.flipWrites, res.statusFlip, res.statusOther, first(res.otherStatus, 5))
+	if err := res.traffic.Err(); err != nil {
+		t.Errorf("the client connecting through kube-proxy during the upgrade: %v", err)
+	}
+	t.Logf("%s: %d flips during the upgrade, longest %s to the slice (before it: %d, longest %s); %d slice and Service writes, %d of them the flips'; status writes: %d of the flipped backend, %d of the others %v; %d connections through kube-proxy, %d failed, by host %v",
+		res.order, len(res.during), longest(res.during), len(res.before), longest(res.before), res.writes, res.flipWrites, res.statusFlip, res.statusOther, first(res.otherStatus, 5),
+		res.traffic.Conns, res.traffic.Failed, res.traffic.ByHost)
 }
 
 // first are the first n of xs.

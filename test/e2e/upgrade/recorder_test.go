@@ -1,4 +1,4 @@
-package chaos_test
+package upgrade_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package chaos_test
+package upgrade_test
 
 import (
 	"strings"
@@ -9,6 +9,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/backendslice/backendslice/test/replica"
 )
 
 // TestUpgradeAnalysis checks the replay TestRollingUpgrade judges an
@@ -40,18 +42,18 @@ func TestUpgradeAnalysis(t *testing.T) {
 	cases := []struct {
 		name    string
 		events  []event
-		flips   []flip
+		flips   []replica.Flip
 		during  []time.Duration
 		flipped int
 		extra   []string
 		broken  []string
 		lost    []string
 	}{
-		{name: "a flip published by its own write", flips: []flip{{at: at(2000), addr: "203.0.113.121", serving: false}},
+		{name: "a flip published by its own write", flips: []replica.Flip{{At: at(2000), Addr: "203.0.113.121", Serving: false}},
 			events:  []event{{at: at(2300), kind: kindSlice, verb: verbUpdate, old: flip1, obj: slice("flip-0", "flip", "2", ep("203.0.113.121", false))}},
 			during:  []time.Duration{300 * time.Millisecond},
 			flipped: 1},
-		{name: "a flip never published", flips: []flip{{at: at(2000), addr: "203.0.113.121", serving: false}},
+		{name: "a flip never published", flips: []replica.Flip{{At: at(2000), Addr: "203.0.113.121", Serving: false}},
 			lost: []string{"203.0.113.121 serving=false"}},
 		{name: "an endpoint dropped and written back", events: []event{
 			{at: at(2000), kind: kindSlice, verb: verbUpdate, old: web1, obj: slice("web-0", "web", "2", ep("192.0.2.1", true))},
@@ -79,7 +81,7 @@ func TestUpgradeAnalysis(t *testing.T) {
 			u := upgradeRun{start: at(1000), end: at(5000), expected: map[string]map[string]bool{
 				"web": {"192.0.2.1": true, "192.0.2.2": true}, "flip": {"203.0.113.121": true},
 			}}
-			f := &flipper{name: "flip", addrs: []string{"203.0.113.121"}, flips: c.flips}
+			f := flipped{name: "flip", addrs: []string{"203.0.113.121"}, flips: c.flips}
 			res := u.analyse(append(append([]event(nil), base...), c.events...), f)
 			if len(res.during) != len(c.during) || (len(c.during) > 0 && res.during[0] != c.during[0]) {
 				t.Errorf("flip times %v, want %v", res.during, c.during)
