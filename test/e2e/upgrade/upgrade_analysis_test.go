@@ -258,6 +258,9 @@ func statusDiff(o, n *v1alpha1.ExternalBackend) string {
 	if !equality.Semantic.DeepEqual(o.Status.Sources, n.Status.Sources) {
 		parts = append(parts, "sources")
 	}
+	if o.Status.ReadyEndpoints != n.Status.ReadyEndpoints {
+		parts = append(parts, fmt.Sprintf("readyEndpoints %q to %q", o.Status.ReadyEndpoints, n.Status.ReadyEndpoints))
+	}
 	if len(parts) == 0 {
 		return "other status or metadata"
 	}
