@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/backendslice/backendslice/controllers"
 )
 
 // faultStats are the figures of one kind of fault over a run.
@@ -92,7 +94,7 @@ func (l *ledger) handoverTable(b *strings.Builder) {
 		return
 	}
 	b.WriteString("\n## Leader handovers\n\n")
-	b.WriteString("Two replicas with leader election (the default lease: 15 s, renewed every 2 s); the leader is stopped in the\n")
+	fmt.Fprintf(b, "Two replicas with leader election (the default lease: %s, renewed every %s); the leader is stopped in the\n", controllers.DefaultLeaseDuration, controllers.DefaultRetryPeriod)
 	b.WriteString("middle of a burst of changes, a Consul check is flipped just after the signal, and each time is counted from the signal.\n\n")
 	b.WriteString("| signal | lease last renewed before it | old leader exited | lease taken | new leader's first write | flip made then published |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: |\n")
@@ -101,7 +103,8 @@ func (l *ledger) handoverTable(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", h.signal, round(h.renewed), round(h.exited), round(h.lease), round(h.firstWrite), round(h.flip))
 	}
 	b.WriteString("\nA SIGKILLed leader (a crash, an OOM kill, a lost node) leaves its lease to expire: the standby takes it at its\n")
-	b.WriteString("first look (every 2 s, jittered up to 2.4 s) after the lease duration has passed since it saw the last renewal.\n")
+	fmt.Fprintf(b, "first look (every %s, stretched by a random jitter of up to 1.2 times that, so up to %s) after the lease duration\n", controllers.DefaultRetryPeriod, maxPoll)
+	b.WriteString("has passed since it saw the last renewal.\n")
 	b.WriteString("A SIGTERMed leader (a rolling update, a drain) stops its reconciles, releases the lease and exits; the standby takes\n")
 	b.WriteString("it at its next look. Its caches are synced while it stands by, so its first write follows at once. The stopping\n")
 	b.WriteString("leader still finishes the reconciles its workers began, and may publish the flip itself.\n")
