@@ -340,10 +340,11 @@ func (m Metrics) Sum(name string, match map[string]string) float64 {
 	return total
 }
 
-// Reconciles and Writes are the controller's counters of reconciles and
-// API writes.
+// Reconciles is the controller's count of reconciles.
 func (m Metrics) Reconciles() float64 { return m.Sum("backendslice_reconciles_total", nil) }
-func (m Metrics) Writes() float64     { return m.Sum("backendslice_writes_total", nil) }
+
+// Writes is the controller's count of API writes.
+func (m Metrics) Writes() float64 { return m.Sum("backendslice_writes_total", nil) }
 
 // Leader tells whether the replica holds the leader election lease, as
 // client-go's leader election gauge says.
