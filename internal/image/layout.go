@@ -17,6 +17,21 @@ import (
 // WriteLayout writes idx as an OCI image layout into dir, replacing what
 // was there: index.json lists idx alone, named ref.
 func WriteLayout(dir string, idx v1.ImageIndex, ref string) error {
+	return ReplaceLayout(dir, func(p layout.Path) error {
+		if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
+			AnnotationRefName:        ref,
+			annotationContainerdName: ref,
+		})); err != nil {
+			return fmt.Errorf("writing the image index: %w", err)
+		}
+		return nil
+	})
+}
+
+// ReplaceLayout writes an OCI image layout into dir, replacing what was
+// there: an empty layout that fill adds blobs and index entries to, made
+// readable by everyone, then moved over dir.
+func ReplaceLayout(dir string, fill func(layout.Path) error) error {
 	dir = filepath.Clean(dir)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("creating the layout's parent: %w", err)
@@ -32,11 +47,8 @@ func WriteLayout(dir string, idx v1.ImageIndex, ref string) error {
 	if err != nil {
 		return fmt.Errorf("writing the layout: %w", err)
 	}
-	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
-		AnnotationRefName:        ref,
-		annotationContainerdName: ref,
-	})); err != nil {
-		return fmt.Errorf("writing the image index: %w", err)
+	if err := fill(p); err != nil {
+		return err
 	}
 	// MkdirTemp made the directory 0700, and blobs are written 0600 or
 	// 0777: make it all readable by everyone, writable by the owner.

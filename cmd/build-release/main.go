@@ -1,0 +1,82 @@
+// Command build-release builds a backendslice release offline, without a
+// container engine (`make release`): into <out>/<version>/ it writes the
+// Helm chart (backendslice-<version>.tgz, and in chart/ the OCI layout
+// `helm push` sends), the multi-platform controller image (image/, as
+// `make image` builds it), the controller binaries for linux/amd64 and
+// linux/arm64 with a CycloneDX SBOM each, the layouts as tar files, and
+// SHA256SUMS. Two builds of the same commit give the same bytes
+// (timestamps are SOURCE_DATE_EPOCH, or the Unix epoch).
+//
+//	go run ./cmd/build-release [-out bin/release] [-version v]
+//
+// docs/release.md says how a release is cut and published.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"time"
+
+	"github.com/backendslice/backendslice/internal/release"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "build-release:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("build-release", flag.ContinueOnError)
+	dir := fs.String("dir", ".", "root of the backendslice module")
+	out := fs.String("out", filepath.Join("bin", "release"), "directory the release directory (named by the version) is written into")
+	version := fs.String("version", "", "the release (default: the chart's appVersion; the chart's version and appVersion must be it)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	start := time.Now()
+	res, err := release.Build(ctx, release.Options{ModuleDir: *dir, OutDir: *out, Version: *version})
+	if err != nil {
+		return err
+	}
+	md := res.Metadata
+	fmt.Fprintf(stdout, "release  %s (commit %s, modified %t, created %s)\n", md.Version, md.Revision, md.Modified, md.Created.Format(time.RFC3339))
+	fmt.Fprintf(stdout, "dir      %s\n", res.Dir)
+	fmt.Fprintf(stdout, "chart    %s  (%s/, helm push)\n", res.Chart, release.ChartLayout)
+	fmt.Fprintf(stdout, "image    %s@%s  (%s/)\n", res.Image.Reference, res.Image.Digest, release.ImageLayout)
+	for _, img := range res.Image.Images {
+		fmt.Fprintf(stdout, "  %-12s %s\n", img.Platform, img.Digest)
+	}
+	width := len("total")
+	var total int64
+	for _, f := range res.Files {
+		width = max(width, len(f.Name))
+		total += f.Size
+	}
+	for _, f := range res.Files {
+		fmt.Fprintf(stdout, "  %-*s %10s  %s\n", width, f.Name, size(f.Size), f.SHA256)
+	}
+	fmt.Fprintf(stdout, "  %-*s %10s  (the layouts %s/ and %s/ hold the archives' files)\n", width, "total", size(total), release.ChartLayout, release.ImageLayout)
+	fmt.Fprintf(stdout, "built in %s\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// size is n bytes in KiB or MiB.
+func size(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
