@@ -40,6 +40,15 @@ func TestKustomizeBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyAll(t, objs)
+	runDeployment(t, buildBinary(t), objs)
+}
+
+// runDeployment runs the controller binary bin as the one Deployment of
+// the installed objects objs would run it, under its ServiceAccount once
+// the API server grants the RBAC of objs: it must answer its probes, take
+// its lease, make a backend Ready through a BackendProvider, read Secrets
+// in its namespace alone, be refused nothing, and stop on SIGTERM.
+func runDeployment(t *testing.T, bin string, objs []*unstructured.Unstructured) {
 	d, err := kustomizetest.Deployment(objs)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +59,7 @@ func TestKustomizeBase(t *testing.T) {
 	waitGranted(t, id, ns, cluster, namespaced)
 
 	c := d.Spec.Template.Spec.Containers[0]
-	ctl := startBinary(t, id, c, ns)
+	ctl := startBinary(t, bin, id, c, ns)
 	t.Run("it answers its probes", func(t *testing.T) {
 		for _, probe := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
 			ctl.waitOK(t, ctl.health, probe.HTTPGet.Path)
@@ -69,7 +78,7 @@ func TestKustomizeBase(t *testing.T) {
 			t.Errorf("leader election lease in %s: %v, holder %v", ns, err, lease.Spec.HolderIdentity)
 		}
 	})
-	t.Run("the base's ServiceAccount reads Secrets in its namespace alone", func(t *testing.T) {
+	t.Run("its ServiceAccount reads Secrets in its namespace alone", func(t *testing.T) {
 		checkSecretAccess(t, id)
 	})
 	if !ctl.stop(stopGrace) {
@@ -80,7 +89,7 @@ func TestKustomizeBase(t *testing.T) {
 	}
 	for _, line := range strings.Split(ctl.log.String(), "\n") {
 		if strings.Contains(line, "forbidden") {
-			t.Errorf("the API server refused the base's ServiceAccount: %s", line)
+			t.Errorf("the API server refused the ServiceAccount %s: %s", id.user(), line)
 		}
 	}
 }
@@ -119,12 +128,12 @@ type binaryProcess struct {
 	health, metrics string
 }
 
-// startBinary builds cmd/backendslice and runs it as id with container c's
+// startBinary runs the controller binary bin as id with container c's
 // arguments and environment, as the kubelet would start it in a Pod of
 // namespace ns, with the probe and metrics addresses moved to free ports
 // of the loopback (the test machine is no Pod). It is killed when the test
 // ends if it has not stopped.
-func startBinary(t *testing.T, id identity, c corev1.Container, ns string) *binaryProcess {
+func startBinary(t *testing.T, bin string, id identity, c corev1.Container, ns string) *binaryProcess {
 	t.Helper()
 	env, err := kustomizetest.Env(c, ns)
 	if err != nil {
@@ -139,7 +148,7 @@ func startBinary(t *testing.T, id identity, c corev1.Container, ns string) *bina
 	p.metrics = localAddress(t, args, "--metrics-bind-address", c, intstr.FromString("metrics"))
 	// The last of a flag given twice wins.
 	args = append(args, "--health-probe-bind-address="+p.health, "--metrics-bind-address="+p.metrics)
-	p.cmd = exec.Command(buildBinary(t), args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+framework.WriteKubeconfig(t, id.config()))
 	for k, v := range env {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
