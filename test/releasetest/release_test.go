@@ -88,8 +88,14 @@ func TestRelease(t *testing.T) {
 	})
 	t.Run("SHA256SUMS", func(t *testing.T) { checkChecksums(t, res) })
 	t.Run("the chart renders with its defaults and runs the release's image", func(t *testing.T) { checkChart(t, res) })
-	t.Run("the chart's OCI layout is what helm push sends", func(t *testing.T) { checkChartLayout(t, res) })
+	// A registry on the loopback for helm push and crane push, which the
+	// release workflow runs.
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	t.Run("the chart's OCI layout is what helm push sends", func(t *testing.T) { checkChartLayout(t, res, host) })
 	t.Run("the image has the binaries of both platforms", func(t *testing.T) { checkImage(t, res) })
+	t.Run("crane push of the image layout sends the image index", func(t *testing.T) { checkCranePush(t, res, host) })
 	t.Run("the SBOMs list the modules each binary links", func(t *testing.T) {
 		selected := selectedModules(t)
 		for _, p := range image.Platforms {
@@ -219,7 +225,7 @@ func checkChart(t *testing.T, res release.Result) {
 // layer. Then it runs `helm push` of the .tgz (Helm's own code) into a
 // registry on the loopback and checks the registry holds the layout's
 // manifest, byte for byte, and that `helm pull` gives the chart back.
-func checkChartLayout(t *testing.T, res release.Result) {
+func checkChartLayout(t *testing.T, res release.Result, host string) {
 	version := res.Metadata.Version
 	tgzPath := filepath.Join(res.Dir, release.Names{Version: version}.Chart())
 	tgz := readFile(t, res.Dir, filepath.Base(tgzPath))
@@ -271,11 +277,7 @@ func checkChartLayout(t *testing.T, res release.Result) {
 		t.Errorf("config %+v (%v): want the chart's metadata", meta, err)
 	}
 
-	// helm push and helm pull, as the CLI runs them, against a registry
-	// on the loopback.
-	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
+	// helm push and helm pull, as the CLI runs them.
 	rc, err := registry.NewClient(registry.ClientOptPlainHTTP(), registry.ClientOptWriter(io.Discard),
 		registry.ClientOptCredentialsFile(filepath.Join(t.TempDir(), "config.json")))
 	if err != nil {
@@ -359,6 +361,36 @@ func checkImage(t *testing.T, res release.Result) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("backendslice version does not say %q:\n%s", want, out)
 		}
+	}
+}
+
+// checkCranePush runs `crane push <layout> <ref>` as the release workflow
+// does, with crane at the version go.mod pins, and checks that the
+// registry got the image index the release built.
+func checkCranePush(t *testing.T, res release.Result, host string) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	goList := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "github.com/google/go-containerregistry")
+	goList.Dir = root
+	version, err := goList.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	ref := host + "/backendslice/backendslice:" + res.Metadata.Version
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	crane := exec.CommandContext(ctx, "go", "run", "github.com/google/go-containerregistry/cmd/crane@"+strings.TrimSpace(string(version)),
+		"push", "--insecure", filepath.Join(res.Dir, release.ImageLayout), ref)
+	var stderr bytes.Buffer
+	crane.Stderr = &stderr
+	out, err := crane.Output()
+	if err != nil {
+		t.Fatalf("crane push: %v\n%s", err, stderr.String())
+	}
+	if got, want := strings.TrimSpace(string(out)), host+"/backendslice/backendslice@"+res.Image.Digest.String(); got != want {
+		t.Errorf("crane push pushed %s, want %s", got, want)
 	}
 }
 
