@@ -29,11 +29,17 @@ INSTALL := bash $(CURDIR)/test/controlplane/install.sh
 # into bin/ (built once, like the control plane).
 # The data-path suites run kube-proxy, CoreDNS and kube-controller-manager
 # (built once, too) in network namespaces, and need the nft and ip commands.
-TEST_PREREQS := controlplane consul dataplane
+TEST_PREREQS := controlplane consul dataplane shellcheck
 TEST_FLAGS ?= -count=1 -timeout 30m
 TEST_PKGS ?= ./...
 # envtest reads KUBEBUILDER_ASSETS and starts bin/kube-apiserver and bin/etcd.
 ENVTEST_ENV := KUBEBUILDER_ASSETS=$(BIN)
+
+# Modules of their own under the repository, which `go ... ./...` of the
+# main module skips: fmt, vet, lint, verify and test run in each too.
+# test/workflows lints .github/workflows with actionlint, whose
+# dependencies stay out of the controller's go.mod.
+SUBMODULES := test/workflows
 
 # The chart's copies of the generated CRD and RBAC (`make manifests`).
 CHART_FILES := charts/backendslice/files
@@ -73,6 +79,15 @@ IMAGE_ARGS ?=
 image: ## Build the controller image (linux/amd64 and arm64, no Docker) into the OCI layout bin/image/ and print its digest.
 	$(GO) run ./cmd/build-image -out $(BIN)/image $(IMAGE_ARGS)
 
+# Every timestamp of a release is its commit's time (reproducible-builds.org's
+# SOURCE_DATE_EPOCH): two builds of one commit are the same bytes, so the
+# digests signed are the ones anyone rebuilding it gets.
+SOURCE_DATE_EPOCH ?= $(or $(shell git log -1 --format=%ct 2>/dev/null),0)
+
+.PHONY: release
+release: ## Build the release offline into bin/release/VERSION/: the chart (.tgz, and the OCI layout helm push sends), the multi-arch image, the binaries with CycloneDX SBOMs, SHA256SUMS (docs/release.md).
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./cmd/build-release -out $(BIN)/release -version $(VERSION)
+
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy code for api/ (controller-gen object).
 	$(CONTROLLER_GEN) object paths=./api/...
@@ -92,22 +107,26 @@ manifests: controller-gen ## Generate the CRD and RBAC into config/, and copy th
 .PHONY: fmt
 fmt: ## Format the Go code (go fmt).
 	$(GO) fmt ./...
+	@for m in $(SUBMODULES); do (cd $$m && $(GO) fmt ./...); done
 
 .PHONY: vet
 vet: ## Run go vet.
 	$(GO) vet ./...
+	@for m in $(SUBMODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...); done
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint (.golangci.yml).
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
+	@for m in $(SUBMODULES); do echo "golangci-lint ($$m)"; (cd $$m && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
 
 # The end-to-end suites run a second time on a single-stack (IPv4-only) API
 # server, the kind most clusters are; the first run is dual-stack.
 E2E_PKGS ?= ./test/e2e/...
 
 .PHONY: test
-test: $(TEST_PREREQS) ## Run all tests on a real kube-apiserver and etcd (envtest), dual-stack, then the end-to-end suites single-stack.
+test: $(TEST_PREREQS) ## Run all tests on a real kube-apiserver and etcd (envtest), dual-stack, then the end-to-end suites single-stack; and the workflows' lint.
 	$(ENVTEST_ENV) $(GO) test $(TEST_PKGS) $(TEST_FLAGS)
+	@for m in $(SUBMODULES); do echo "go test ($$m)"; (cd $$m && $(GO) test ./... $(TEST_FLAGS)); done
 	$(ENVTEST_ENV) BACKENDSLICE_TEST_STACK=single $(GO) test $(E2E_PKGS) $(TEST_FLAGS)
 
 .PHONY: verify
@@ -123,11 +142,13 @@ verify: generate manifests fmt ## Fail if generated code, manifests, formatting 
 		echo 'Run `make generate manifests fmt` and commit the result (or commit/stash your own edits first).'; \
 		exit 1; \
 	fi
-	@if ! $(GO) mod tidy -diff; then \
-		echo; \
-		echo 'verify: FAILED. go.mod/go.sum are not tidy: run `go mod tidy` and commit the result.'; \
-		exit 1; \
-	fi
+	@for m in . $(SUBMODULES); do \
+		if ! (cd $$m && $(GO) mod tidy -diff); then \
+			echo; \
+			echo "verify: FAILED. $$m/go.mod or go.sum is not tidy: run 'go mod tidy' there and commit the result."; \
+			exit 1; \
+		fi; \
+	done
 	@if ! $(GO) test ./test/kustomizetest -count=1; then \
 		echo; \
 		echo 'verify: FAILED. The kustomize base config/default does not build, or is not what an install needs (above).'; \
@@ -247,6 +268,13 @@ dataplane: ## Build (once) and link kube-proxy, kube-controller-manager and Core
 	if [[ -n "$$missing" ]]; then \
 		echo "dataplane: installing Debian packages:$$missing (the data-path tests need nft and ip)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+.PHONY: shellcheck
+shellcheck: ## Install Debian's shellcheck when missing (the workflows' lint runs it on every run: script).
+	@if ! command -v shellcheck >/dev/null; then \
+		echo 'shellcheck: installing Debian package shellcheck (test/workflows runs it through actionlint)'; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck; \
 	fi
 
 .PHONY: tools
