@@ -100,8 +100,8 @@ func TestPackageChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if zr.Header.Comment != "Helm" {
-		t.Errorf("gzip comment %q, want Helm's", zr.Header.Comment)
+	if zr.Comment != "Helm" {
+		t.Errorf("gzip comment %q, want Helm's", zr.Comment)
 	}
 	tr := tar.NewReader(zr)
 	var n int
