@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/x509"
 	"debug/elf"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +26,7 @@ import (
 	"github.com/backendslice/backendslice/internal/image"
 	"github.com/backendslice/backendslice/test/controlplane"
 	helmtest "github.com/backendslice/backendslice/test/helm"
+	"github.com/backendslice/backendslice/test/releasetest"
 )
 
 // source is the repository the image's source label names.
@@ -224,29 +223,17 @@ func TestImage(t *testing.T) {
 // index.json names res.Reference.
 func readLayout(t *testing.T, dir string, res image.Result) v1.ImageIndex {
 	t.Helper()
-	p, err := layout.FromPath(dir)
+	_, desc, err := releasetest.Only(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	top, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := top.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tm.Manifests) != 1 {
-		t.Fatalf("index.json lists %d manifests, want 1", len(tm.Manifests))
-	}
-	desc := tm.Manifests[0]
 	if got := desc.Annotations[image.AnnotationRefName]; got != res.Reference {
 		t.Errorf("index.json names the image %q, want %q", got, res.Reference)
 	}
 	if desc.Digest != res.Digest || desc.MediaType != types.OCIImageIndex {
 		t.Errorf("index.json lists %s %s, want the image index %s", desc.MediaType, desc.Digest, res.Digest)
 	}
-	idx, err := top.ImageIndex(desc.Digest)
+	idx, err := releasetest.Index(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,24 +347,18 @@ func layerFiles(t *testing.T, img v1.Image) map[string]*file {
 	}
 	defer func() { _ = rc.Close() }()
 	files := map[string]*file{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
+	err = releasetest.WalkTar(rc, func(h *tar.Header, r io.Reader) error {
+		data, err := io.ReadAll(r)
 		if files[h.Name] != nil {
 			t.Errorf("%s is twice in the layer", h.Name)
 		}
 		files[h.Name] = &file{hdr: h, data: data}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return files
 }
 
 // runBinary runs the controller binary taken out of the image with --help,
@@ -415,40 +396,16 @@ func runBinary(t *testing.T, data []byte, md image.Metadata) {
 	}
 }
 
-// checkArchive checks that the tar file holds the layout in dir.
+// checkArchive checks that the tar file holds the layout in dir: in
+// blobs/sha256 the index, and for each of the two images a manifest, a
+// config and a layer.
 func checkArchive(t *testing.T, archive, dir string) {
 	t.Helper()
-	f, err := os.Open(archive)
-	if err != nil {
-		t.Fatal(err)
+	if err := releasetest.ArchiveHolds(archive, dir); err != nil {
+		t.Error(err)
 	}
-	defer func() { _ = f.Close() }()
-	tr := tar.NewReader(f)
-	var n int
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		n++
-		got, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(h.Name)))
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("the archive's %s is not the layout's (%v)", h.Name, err)
-		}
-	}
-	// oci-layout, index.json, and in blobs/sha256 the index, and for each of
-	// the two images a manifest, a config and a layer.
-	if n != 2+1+2*3 {
-		t.Errorf("the archive has %d files, want 9", n)
+	blobs, err := os.ReadDir(filepath.Join(dir, "blobs", "sha256"))
+	if err != nil || len(blobs) != 1+2*3 {
+		t.Errorf("the layout has %d blobs (%v), want 7", len(blobs), err)
 	}
 }

@@ -1,7 +1,6 @@
 package releasetest
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
 	"cmp"
@@ -10,9 +9,7 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
-	"io/fs"
 	"log"
 	"maps"
 	"net/http/httptest"
@@ -28,7 +25,6 @@ import (
 	cdx "github.com/CycloneDX/cyclonedx-go"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"helm.sh/helm/v3/pkg/action"
@@ -104,8 +100,11 @@ func TestRelease(t *testing.T) {
 	})
 	t.Run("the archives hold the layouts", func(t *testing.T) {
 		names := release.Names{Version: res.Metadata.Version}
-		checkArchive(t, filepath.Join(res.Dir, names.ChartArchive()), filepath.Join(res.Dir, release.ChartLayout))
-		checkArchive(t, filepath.Join(res.Dir, names.ImageArchive()), filepath.Join(res.Dir, release.ImageLayout))
+		for archive, dir := range map[string]string{names.ChartArchive(): release.ChartLayout, names.ImageArchive(): release.ImageLayout} {
+			if err := ArchiveHolds(filepath.Join(res.Dir, archive), filepath.Join(res.Dir, dir)); err != nil {
+				t.Error(err)
+			}
+		}
 	})
 }
 
@@ -229,23 +228,10 @@ func checkChartLayout(t *testing.T, res release.Result, host string) {
 	version := res.Metadata.Version
 	tgzPath := filepath.Join(res.Dir, release.Names{Version: version}.Chart())
 	tgz := readFile(t, res.Dir, filepath.Base(tgzPath))
-	dir := filepath.Join(res.Dir, release.ChartLayout)
-	p, err := layout.FromPath(dir)
+	p, desc, err := Only(filepath.Join(res.Dir, release.ChartLayout))
 	if err != nil {
 		t.Fatal(err)
 	}
-	top, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := top.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(im.Manifests) != 1 {
-		t.Fatalf("index.json lists %d manifests, want 1", len(im.Manifests))
-	}
-	desc := im.Manifests[0]
 	if desc.MediaType != types.OCIManifestSchema1 || desc.Annotations[image.AnnotationRefName] != version || desc.Digest.String() != res.Chart.String() {
 		t.Errorf("index.json lists %s %s named %q, want an OCI manifest %s named %s", desc.MediaType, desc.Digest, desc.Annotations[image.AnnotationRefName], res.Chart, version)
 	}
@@ -513,49 +499,4 @@ func missing(a, b map[module]bool) []module {
 		}
 	}
 	return out
-}
-
-// checkArchive checks that the tar file holds the files of the layout in
-// dir, and only those.
-func checkArchive(t *testing.T, archive, dir string) {
-	t.Helper()
-	want := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil {
-			return err
-		}
-		want[filepath.ToSlash(rel)], err = os.ReadFile(path)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	got := map[string][]byte{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Typeflag == tar.TypeReg {
-			if got[h.Name], err = io.ReadAll(tr); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if !maps.EqualFunc(got, want, bytes.Equal) {
-		t.Errorf("%s holds %d files, the layout %d, or their contents differ", filepath.Base(archive), len(got), len(want))
-	}
 }

@@ -8,11 +8,16 @@ package releasetest
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
+	"os"
 	"path"
+	"path/filepath"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -32,10 +37,31 @@ func Build(ctx context.Context, outDir string, platforms []v1.Platform) (release
 	return release.Build(ctx, release.Options{ModuleDir: root, OutDir: outDir, Platforms: platforms})
 }
 
+// Only is the OCI layout at dir and the one descriptor its index.json
+// lists, as the layouts of a release and of `make image` have.
+func Only(dir string) (layout.Path, v1.Descriptor, error) {
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return "", v1.Descriptor{}, err
+	}
+	top, err := p.ImageIndex()
+	if err != nil {
+		return "", v1.Descriptor{}, err
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		return "", v1.Descriptor{}, err
+	}
+	if len(m.Manifests) != 1 {
+		return "", v1.Descriptor{}, fmt.Errorf("%s/index.json lists %d manifests, want 1", dir, len(m.Manifests))
+	}
+	return p, m.Manifests[0], nil
+}
+
 // Index is the multi-platform image in the OCI layout at dir: the one
 // image index its index.json lists.
 func Index(dir string) (v1.ImageIndex, error) {
-	p, err := layout.FromPath(dir)
+	p, desc, err := Only(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -43,14 +69,7 @@ func Index(dir string) (v1.ImageIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := top.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	if len(m.Manifests) != 1 {
-		return nil, fmt.Errorf("%s/index.json lists %d manifests, want the image index alone", dir, len(m.Manifests))
-	}
-	return top.ImageIndex(m.Manifests[0].Digest)
+	return top.ImageIndex(desc.Digest)
 }
 
 // Binary is the controller binary in the image for platform p of the
@@ -90,28 +109,86 @@ func entrypoint(img v1.Image) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		data, err := fileOf(tar.NewReader(rc), want)
+		var data []byte
+		err = WalkTar(rc, func(h *tar.Header, r io.Reader) error {
+			if h.Typeflag != tar.TypeReg || path.Clean(h.Name) != want {
+				return nil
+			}
+			b, err := io.ReadAll(r)
+			if err != nil {
+				return err
+			}
+			data = b
+			return errStop
+		})
 		_ = rc.Close()
-		if err != nil || data != nil {
-			return data, err
+		switch {
+		case errors.Is(err, errStop):
+			return data, nil
+		case err != nil:
+			return nil, err
 		}
 	}
 	return nil, fmt.Errorf("no %s in the image", image.Entrypoint)
 }
 
-// fileOf is the content of the regular file name in tr, nil when there is
-// none.
-func fileOf(tr *tar.Reader, name string) ([]byte, error) {
+// errStop ends a WalkTar early.
+var errStop = errors.New("stop")
+
+// WalkTar calls fn with each entry of the tar stream r, in order, and a
+// reader of its content; it stops at the first error fn returns and
+// returns it.
+func WalkTar(r io.Reader, fn func(h *tar.Header, content io.Reader) error) error {
+	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil, nil
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if h.Typeflag == tar.TypeReg && path.Clean(h.Name) == name {
-			return io.ReadAll(tr)
+		if err := fn(h, tr); err != nil {
+			return err
 		}
 	}
+}
+
+// ArchiveHolds checks that the tar file archive holds the files of the
+// directory dir, and only those, with the same contents.
+func ArchiveHolds(archive, dir string) error {
+	want := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		want[filepath.ToSlash(rel)], err = os.ReadFile(p)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	got := map[string][]byte{}
+	err = WalkTar(f, func(h *tar.Header, r io.Reader) error {
+		if h.Typeflag == tar.TypeReg {
+			got[h.Name], err = io.ReadAll(r)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", archive, err)
+	}
+	if !maps.EqualFunc(got, want, bytes.Equal) {
+		return fmt.Errorf("%s holds %d files, %s %d, or their contents differ", filepath.Base(archive), len(got), dir, len(want))
+	}
+	return nil
 }
