@@ -1,13 +1,19 @@
-// Package awstest is an HTTP server that speaks the AWS Query protocol for
-// exactly the calls backendslice makes: RDS DescribeDBInstances and
-// DescribeDBClusters (API version 2014-10-31), EC2 DescribeInstances
-// (2016-11-15) and STS AssumeRole and GetCallerIdentity (2011-06-15). No AWS emulator runs here, so the real aws-sdk-go-v2 clients
-// are pointed at this server through BaseEndpoint and talk to it on the wire:
-// form-encoded POST bodies in, XML documents and XML error bodies out, as the
-// AWS API reference shapes them.
+// Package awstest is an HTTP server that speaks the AWS protocols of
+// exactly the calls backendslice makes: the Query protocol of RDS
+// DescribeDBInstances and DescribeDBClusters (API version 2014-10-31), EC2
+// DescribeInstances (2016-11-15), ElastiCache DescribeReplicationGroups,
+// DescribeCacheClusters, DescribeServerlessCaches and ListTagsForResource
+// (2015-02-02) and STS AssumeRole and GetCallerIdentity (2011-06-15), and
+// the JSON 1.1 protocol of MemoryDB DescribeClusters and ListTags. No AWS
+// emulator runs here, so the real aws-sdk-go-v2 clients are pointed at this
+// server through BaseEndpoint and talk to it on the wire: form-encoded POST
+// bodies in, XML documents and XML error bodies out (Query), or JSON
+// bodies named by the X-Amz-Target header in and JSON out (MemoryDB), as
+// the AWS API reference shapes them.
 //
-// Tests change its state (instances, clusters and their members, statuses,
-// addresses, tags), make the next calls of an action fail with an AWS error
+// Tests change its state (instances, clusters and their members, caches,
+// their shards and nodes, statuses, addresses, tags), fail over a
+// replication group's shard, make the next calls of an action fail with an AWS error
 // code (throttling, access denied), cap page sizes to force pagination, make
 // an action repeat its pagination token forever, stall an action's requests
 // while the test acts, and count the calls of each action, by the access key
@@ -41,6 +47,16 @@ const (
 	DescribeInstances   = "DescribeInstances"
 	AssumeRole          = "AssumeRole"
 	GetCallerIdentity   = "GetCallerIdentity"
+
+	// ElastiCache (Query protocol).
+	DescribeReplicationGroups = "DescribeReplicationGroups"
+	DescribeCacheClusters     = "DescribeCacheClusters"
+	DescribeServerlessCaches  = "DescribeServerlessCaches"
+	ListTagsForResource       = "ListTagsForResource"
+
+	// MemoryDB (JSON 1.1 protocol).
+	DescribeClusters = "DescribeClusters"
+	ListTags         = "ListTags"
 )
 
 // API versions the SDK sends in the Version field.
@@ -48,6 +64,10 @@ const (
 	rdsVersion = "2014-10-31"
 	ec2Version = "2016-11-15"
 	stsVersion = "2011-06-15"
+
+	elastiCacheVersion = "2015-02-02"
+	// memoryDBTarget is the prefix of MemoryDB's X-Amz-Target header.
+	memoryDBTarget = "AmazonMemoryDB"
 )
 
 // DBInstance is an RDS DB instance as DescribeDBInstances reports it.
@@ -119,6 +139,12 @@ type Server struct {
 	instances  map[string]DBInstance
 	clusters   map[string]DBCluster
 	ec2        map[string]EC2Instance
+	// groups, cacheClusters and serverless are ElastiCache's, memoryDB
+	// MemoryDB's clusters, by ID or name.
+	groups        map[string]ReplicationGroup
+	cacheClusters map[string]CacheCluster
+	serverless    map[string]ServerlessCache
+	memoryDB      map[string]MemoryDBCluster
 	faults     map[string][]string
 	repeat     map[string]bool
 	stalls     map[string]chan struct{}
@@ -146,6 +172,11 @@ func New() *Server {
 		instances:  map[string]DBInstance{},
 		clusters:   map[string]DBCluster{},
 		ec2:        map[string]EC2Instance{},
+
+		groups:        map[string]ReplicationGroup{},
+		cacheClusters: map[string]CacheCluster{},
+		serverless:    map[string]ServerlessCache{},
+		memoryDB:      map[string]MemoryDBCluster{},
 		faults:     map[string][]string{},
 		repeat:     map[string]bool{},
 		stalls:     map[string]chan struct{}{},
@@ -402,17 +433,25 @@ var serviceOf = map[string]struct{ service, version string }{
 	DescribeInstances:   {"ec2", ec2Version},
 	AssumeRole:          {"sts", stsVersion},
 	GetCallerIdentity:   {"sts", stsVersion},
+
+	DescribeReplicationGroups: {"elasticache", elastiCacheVersion},
+	DescribeCacheClusters:     {"elasticache", elastiCacheVersion},
+	DescribeServerlessCaches:  {"elasticache", elastiCacheVersion},
+	ListTagsForResource:       {"elasticache", elastiCacheVersion},
+	// The JSON protocol has no version field: the target names the API.
+	DescribeClusters: {"memorydb", memoryDBTarget},
+	ListTags:         {"memorydb", memoryDBTarget},
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil || r.Method != http.MethodPost {
-		writeError(w, "rds", "MalformedQueryString", "requests are form-encoded POSTs")
+	req, ok := readRequest(w, r)
+	if !ok {
 		return
 	}
-	action := r.PostForm.Get("Action")
+	action := req.action
 	api, ok := serviceOf[action]
 	if !ok {
-		writeError(w, "rds", "InvalidAction", fmt.Sprintf("The action %s is not valid for this web service.", action))
+		writeError(w, req.service(), "InvalidAction", fmt.Sprintf("The action %s is not valid for this web service.", action))
 		return
 	}
 	s.mu.Lock()
@@ -439,12 +478,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.service, "IncompleteSignature", "Authorization header is not a SigV4 (AWS4-HMAC-SHA256) signature")
 	case m[3] != api.service:
 		writeError(w, api.service, "InvalidSignatureException", fmt.Sprintf("Credential should be scoped to correct service: '%s'.", api.service))
-	case r.PostForm.Get("Version") != api.version:
-		writeError(w, api.service, "InvalidParameterValue", fmt.Sprintf("Version %q is not %s", r.PostForm.Get("Version"), api.version))
+	case req.version() != api.version:
+		writeError(w, api.service, "InvalidParameterValue", fmt.Sprintf("Version %q is not %s", req.version(), api.version))
 	case fault != "":
 		writeError(w, api.service, fault, faultMessage(fault, action))
 	default:
-		s.answer(w, action, accessKey, r)
+		s.answer(w, action, accessKey, req)
 	}
 }
 
@@ -484,51 +523,99 @@ func notAuthorized(action, resource string) string {
 }
 
 // answer answers a request of action signed with accessKey.
-func (s *Server) answer(w http.ResponseWriter, action, accessKey string, r *http.Request) {
+func (s *Server) answer(w http.ResponseWriter, action, accessKey string, req request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sees := s.seerOf(accessKey)
 	var body any
 	var err *apiError
+	form := req.form
 	switch action {
 	case DescribeDBInstances:
-		body, err = s.describeDBInstances(r.PostForm, sees)
+		body, err = s.describeDBInstances(form, sees)
 	case DescribeDBClusters:
-		body, err = s.describeDBClusters(r.PostForm, sees)
+		body, err = s.describeDBClusters(form, sees)
 	case DescribeInstances:
-		body, err = s.describeInstances(r.PostForm, sees)
+		body, err = s.describeInstances(form, sees)
 	case AssumeRole:
-		body, err = s.assumeRole(r.PostForm)
+		body, err = s.assumeRole(form)
 	case GetCallerIdentity:
 		body = s.callerIdentity(accessKey)
+	case DescribeReplicationGroups:
+		body, err = s.describeReplicationGroups(form, sees)
+	case DescribeCacheClusters:
+		body, err = s.describeCacheClusters(form, sees)
+	case DescribeServerlessCaches:
+		body, err = s.describeServerlessCaches(form, sees)
+	case ListTagsForResource:
+		body, err = s.listTagsForResource(form, sees)
+	case DescribeClusters:
+		body, err = s.describeMemoryDBClusters(req, sees)
+	case ListTags:
+		body, err = s.listMemoryDBTags(req, sees)
 	}
+	service := serviceOf[action].service
 	if err != nil {
-		writeError(w, serviceOf[action].service, err.code, err.msg)
+		writeError(w, service, err.code, err.msg)
+		return
+	}
+	if service == "memorydb" {
+		writeJSON(w, http.StatusOK, body)
 		return
 	}
 	writeXML(w, http.StatusOK, body)
 }
 
-// LookupNetIP resolves the endpoint name of a DB instance to its IPs, so
-// that the server stands in for the DNS names AWS gives instances; network
-// is "ip", "ip4" or "ip6" as for net.Resolver.LookupNetIP.
+// LookupNetIP resolves the endpoint name of a DB instance, a cache node, a
+// serverless cache or a MemoryDB node to its IPs, so that the server stands
+// in for the DNS names AWS gives them; network is "ip", "ip4" or "ip6" as
+// for net.Resolver.LookupNetIP.
 func (s *Server) LookupNetIP(_ context.Context, network, host string) ([]netip.Addr, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, i := range s.instances {
-		if i.Address != host || len(i.IPs) == 0 {
-			continue
+	ips, ok := s.names()[host]
+	if !ok || len(ips) == 0 {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	var out []netip.Addr
+	for _, ip := range ips {
+		a := netip.MustParseAddr(ip)
+		if network == "ip" || (network == "ip4") == a.Is4() {
+			out = append(out, a)
 		}
-		var out []netip.Addr
-		for _, ip := range i.IPs {
-			a := netip.MustParseAddr(ip)
-			if network == "ip" || (network == "ip4") == a.Is4() {
-				out = append(out, a)
+	}
+	return out, nil
+}
+
+// names are the IPs of every endpoint name the server's backends have;
+// s.mu is held.
+func (s *Server) names() map[string][]string {
+	out := map[string][]string{}
+	add := func(name string, ips []string) {
+		if name != "" {
+			out[name] = ips
+		}
+	}
+	for _, i := range s.instances {
+		add(i.Address, i.IPs)
+	}
+	for _, c := range s.cacheClusters {
+		for _, n := range c.Nodes {
+			add(n.Address, n.IPs)
+		}
+	}
+	for _, c := range s.serverless {
+		add(c.Address, c.IPs)
+		add(c.ReaderAddress, c.ReaderIPs)
+	}
+	for _, c := range s.memoryDB {
+		for _, sh := range c.Shards {
+			for _, n := range sh.Nodes {
+				add(n.Address, n.IPs)
 			}
 		}
-		return out, nil
 	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	return out
 }
 
 // cloneDBInstance copies i, so that the test's map is not shared.

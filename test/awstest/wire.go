@@ -20,7 +20,8 @@ func statusOf(code string) int {
 	switch code {
 	case "AccessDenied", "UnauthorizedOperation", "IncompleteSignature", "InvalidSignatureException":
 		return http.StatusForbidden
-	case "DBInstanceNotFound", "DBClusterNotFoundFault":
+	case "DBInstanceNotFound", "DBClusterNotFoundFault", "ReplicationGroupNotFoundFault", "CacheClusterNotFound",
+		"ServerlessCacheNotFoundFault", "ClusterNotFoundFault":
 		return http.StatusNotFound
 	case "RequestLimitExceeded":
 		return http.StatusServiceUnavailable
@@ -48,7 +49,11 @@ type ec2Error struct {
 const requestID = "4f8b1f6e-0d5c-4c6e-9b7a-000000000001"
 
 func writeError(w http.ResponseWriter, service, code, msg string) {
-	if service == "ec2" {
+	switch service {
+	case "memorydb":
+		writeJSONError(w, code, msg)
+		return
+	case "ec2":
 		writeXML(w, statusOf(code), ec2Error{Code: code, Message: msg, RequestID: requestID})
 		return
 	}
