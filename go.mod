@@ -4,6 +4,8 @@ go 1.26.7
 
 require (
 	github.com/CycloneDX/cyclonedx-go v0.12.0
+	github.com/aws/aws-sdk-go-v2/service/elasticache v1.65.0
+	github.com/aws/aws-sdk-go-v2/service/memorydb v1.42.12
 	github.com/go-playground/validator/v10 v10.30.6
 	github.com/google/go-containerregistry v0.22.1
 	github.com/hashicorp/consul/api v1.34.5

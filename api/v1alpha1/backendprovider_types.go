@@ -24,7 +24,8 @@ type BackendProviderSpec struct {
 	// +optional
 	Consul *ConsulProvider `json:"consul,omitempty"`
 
-	// aws is an AWS account and region for awsRDS and awsEC2 sources.
+	// aws is an AWS account and region for awsRDS, awsEC2, awsElastiCache
+	// and awsMemoryDB sources.
 	// +optional
 	AWS *AWSProvider `json:"aws,omitempty"`
 
@@ -241,8 +242,8 @@ type AWSProvider struct {
 	// +kubebuilder:validation:Pattern=`^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]+$`
 	AssumeRoleARN string `json:"assumeRoleARN,omitempty"`
 
-	// endpointURL replaces the region's RDS, EC2 and STS endpoints (a VPC
-	// endpoint, or a test server).
+	// endpointURL replaces the region's RDS, EC2, ElastiCache, MemoryDB
+	// and STS endpoints (a VPC endpoint, or a test server).
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^https?://`
@@ -252,7 +253,10 @@ type AWSProvider struct {
 	// carry this tag with the source's namespace in its comma-separated
 	// value (for example backendslice.io/namespaces=payments,billing): the
 	// owner of the database agrees to its publication, as with a Gateway
-	// API ReferenceGrant.
+	// API ReferenceGrant. ElastiCache and MemoryDB do not list tags with
+	// their caches: with a consent tag, the tags of each cache a source
+	// names are read with one more call (ListTagsForResource, ListTags)
+	// per cache and refresh interval, shared by every backend.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	ConsentTag string `json:"consentTag,omitempty"`

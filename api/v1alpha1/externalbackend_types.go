@@ -223,7 +223,7 @@ type ServicePort struct {
 }
 
 // Source is one place endpoints come from. Exactly one kind is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.static), has(self.dns), has(self.consul), has(self.awsRDS), has(self.awsEC2)].filter(x, x).size() == 1",message="spec.sources[]: set exactly one of static, dns, consul, awsRDS, awsEC2"
+// +kubebuilder:validation:XValidation:rule="[has(self.static), has(self.dns), has(self.consul), has(self.awsRDS), has(self.awsEC2), has(self.awsElastiCache), has(self.awsMemoryDB)].filter(x, x).size() == 1",message="spec.sources[]: set exactly one of static, dns, consul, awsRDS, awsEC2, awsElastiCache, awsMemoryDB"
 type Source struct {
 	// name identifies the source on status; a DNS-1123 label unique in the list.
 	// +required
@@ -259,6 +259,15 @@ type Source struct {
 	// awsEC2 reads EC2 instances by ID or tag.
 	// +optional
 	AWSEC2 *AWSEC2Source `json:"awsEC2,omitempty"`
+
+	// awsElastiCache reads an ElastiCache replication group (Valkey or
+	// Redis OSS), a cache cluster (Memcached) or a serverless cache.
+	// +optional
+	AWSElastiCache *AWSElastiCacheSource `json:"awsElastiCache,omitempty"`
+
+	// awsMemoryDB reads the nodes of a MemoryDB cluster's shards.
+	// +optional
+	AWSMemoryDB *AWSMemoryDBSource `json:"awsMemoryDB,omitempty"`
 
 	// probe checks this source's endpoints from the controller, in place
 	// of spec.probe.
@@ -599,7 +608,8 @@ type EndpointCounts struct {
 type SourceStatus struct {
 	// name of the source in spec.sources.
 	Name string `json:"name"`
-	// kind of the source: static, dns, consul, awsRDS or awsEC2.
+	// kind of the source: static, dns, consul, awsRDS, awsEC2,
+	// awsElastiCache or awsMemoryDB.
 	Kind string `json:"kind"`
 	// endpoints the source returned on its last success.
 	Endpoints int32 `json:"endpoints,omitempty"`
