@@ -109,6 +109,11 @@ func BuiltinKinds() Kinds {
 			Check: checkRDSSelects},
 		{Kind: KindAWSEC2, Of: func(s v1alpha1.Source) bool { return s.AWSEC2 != nil }, Provider: aws,
 			Check: checkEC2Selects},
+		// Admission refuses what selects nothing: every cache source names
+		// one cache, and the CRD has refused empty names since these kinds
+		// exist, so no stored object needs a check of the controller's.
+		{Kind: KindAWSElastiCache, Of: func(s v1alpha1.Source) bool { return s.AWSElastiCache != nil }, Provider: aws},
+		{Kind: KindAWSMemoryDB, Of: func(s v1alpha1.Source) bool { return s.AWSMemoryDB != nil }, Provider: aws},
 	}
 }
 

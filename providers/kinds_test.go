@@ -305,7 +305,7 @@ func TestSourceKindsOf(t *testing.T) {
 		spec v1alpha1.BackendProviderSpec
 		want []providers.Kind
 	}{
-		{v1alpha1.BackendProviderSpec{AWS: &v1alpha1.AWSProvider{}}, []providers.Kind{providers.KindAWSRDS, providers.KindAWSEC2}},
+		{v1alpha1.BackendProviderSpec{AWS: &v1alpha1.AWSProvider{}}, []providers.Kind{providers.KindAWSRDS, providers.KindAWSEC2, providers.KindAWSElastiCache, providers.KindAWSMemoryDB}},
 		{v1alpha1.BackendProviderSpec{Consul: &v1alpha1.ConsulProvider{}}, []providers.Kind{providers.KindConsul}},
 		{v1alpha1.BackendProviderSpec{}, nil},
 	} {

@@ -20,6 +20,9 @@ const (
 	KindConsul Kind = "consul"
 	KindAWSRDS Kind = "awsRDS"
 	KindAWSEC2 Kind = "awsEC2"
+
+	KindAWSElastiCache Kind = "awsElastiCache"
+	KindAWSMemoryDB    Kind = "awsMemoryDB"
 )
 
 // Endpoint is one address of a backend as a provider found it. Providers fill
@@ -96,10 +99,11 @@ type AWSConnection struct {
 	Region string
 	// AssumeRoleARN is assumed through STS; empty reads as the controller.
 	AssumeRoleARN string
-	// EndpointURL replaces the RDS, EC2 and STS endpoints when set.
+	// EndpointURL replaces the RDS, EC2, ElastiCache, MemoryDB and STS
+	// endpoints when set.
 	EndpointURL string
-	// ConsentTag, when set, publishes only instances and clusters whose tag
-	// of this key lists the request's namespace (comma-separated).
+	// ConsentTag, when set, publishes only instances, clusters and caches
+	// whose tag of this key lists the request's namespace (comma-separated).
 	ConsentTag string
 }
 

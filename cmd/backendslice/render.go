@@ -345,8 +345,10 @@ func readSnapshot(file string) (snapshot, error) {
 // every other kind from the snapshot.
 func snapshotRegistry(snap snapshot) (*providers.Registry, error) {
 	ps := []providers.Provider{static.New()}
-	for _, k := range []providers.Kind{providers.KindDNS, providers.KindConsul, providers.KindAWSRDS, providers.KindAWSEC2} {
-		ps = append(ps, snapshotProvider{kind: k, snap: snap})
+	for _, k := range providers.BuiltinKinds() {
+		if k.Kind != providers.KindStatic {
+			ps = append(ps, snapshotProvider{kind: k.Kind, snap: snap})
+		}
 	}
 	return providers.NewRegistry(ps...)
 }

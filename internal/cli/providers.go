@@ -32,7 +32,7 @@ func NewProviders(ctx context.Context, o ProviderOptions) (Providers, error) {
 	if err != nil {
 		return Providers{}, err
 	}
-	// RDS and EC2 share one session: credentials, clients and the cached
+	// RDS, EC2, ElastiCache and MemoryDB share one session: credentials, clients and the cached
 	// per-region listings every backend reads.
 	aws, err := awsprovider.New(ctx, o.AWS)
 	if err != nil {
@@ -40,7 +40,7 @@ func NewProviders(ctx context.Context, o ProviderOptions) (Providers, error) {
 	}
 	// The table of kinds says what each kind is to the controller; here
 	// are only the providers, configured by the flags its rows name.
-	reg, err := providers.BuiltinKinds().NewRegistry(static.New(), dns, consul, aws.RDS(), aws.EC2())
+	reg, err := providers.BuiltinKinds().NewRegistry(static.New(), dns, consul, aws.RDS(), aws.EC2(), aws.ElastiCache(), aws.MemoryDB())
 	if err != nil {
 		return Providers{}, err
 	}

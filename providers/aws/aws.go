@@ -61,6 +61,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/elasticache"
+	"github.com/aws/aws-sdk-go-v2/service/memorydb"
 	"github.com/aws/aws-sdk-go-v2/service/rds"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/spf13/pflag"
@@ -196,8 +198,10 @@ type identity struct {
 
 // clients are the SDK clients of one identity.
 type clients struct {
-	rds *rds.Client
-	ec2 *ec2.Client
+	rds         *rds.Client
+	ec2         *ec2.Client
+	elastiCache *elasticache.Client
+	memoryDB    *memorydb.Client
 	// listings is how many listings in Session.listings list with them.
 	listings int
 }
@@ -301,10 +305,20 @@ func orDefault(v, def time.Duration) time.Duration {
 }
 
 // RDS returns the awsRDS provider of the session.
-func (s *Session) RDS() *RDSProvider { return &RDSProvider{s: s} }
+func (s *Session) RDS() *RDSProvider { return &RDSProvider{member{s, providers.KindAWSRDS}} }
 
 // EC2 returns the awsEC2 provider of the session.
-func (s *Session) EC2() *EC2Provider { return &EC2Provider{s: s} }
+func (s *Session) EC2() *EC2Provider { return &EC2Provider{member{s, providers.KindAWSEC2}} }
+
+// ElastiCache returns the awsElastiCache provider of the session.
+func (s *Session) ElastiCache() *ElastiCacheProvider {
+	return &ElastiCacheProvider{member{s, providers.KindAWSElastiCache}}
+}
+
+// MemoryDB returns the awsMemoryDB provider of the session.
+func (s *Session) MemoryDB() *MemoryDBProvider {
+	return &MemoryDBProvider{member{s, providers.KindAWSMemoryDB}}
+}
 
 // isRoleARN tells whether arn looks like an IAM role ARN.
 func isRoleARN(arn string) bool {
@@ -332,9 +346,12 @@ func (s *Session) configOf(id identity, stsOpts ...func(*sts.Options)) awssdk.Co
 // newClients makes the SDK clients of id.
 func (s *Session) newClients(id identity) *clients {
 	cfg := s.configOf(id)
+	base := endpointOf(id.endpoint)
 	return &clients{
-		rds: rds.NewFromConfig(cfg, func(o *rds.Options) { o.BaseEndpoint = endpointOf(id.endpoint) }),
-		ec2: ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpointOf(id.endpoint) }),
+		rds:         rds.NewFromConfig(cfg, func(o *rds.Options) { o.BaseEndpoint = base }),
+		ec2:         ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = base }),
+		elastiCache: elasticache.NewFromConfig(cfg, func(o *elasticache.Options) { o.BaseEndpoint = base }),
+		memoryDB:    memorydb.NewFromConfig(cfg, func(o *memorydb.Options) { o.BaseEndpoint = base }),
 	}
 }
 
@@ -347,13 +364,65 @@ func endpointOf(url string) *string {
 	return awssdk.String(url)
 }
 
+// publishName publishes a backend AWS gives a DNS name (an RDS instance's
+// endpoint, a cache node's): the name itself when FQDN is asked for, and
+// the addresses it resolves to of the IP families asked for, each as
+// base says. what names the backend in a failure to resolve.
+func (s *Session) publishName(ctx context.Context, field, what, name string, base providers.Endpoint, types []v1alpha1.AddressType) ([]providers.Endpoint, error) {
+	var out []providers.Endpoint
+	if wants(types, v1alpha1.AddressTypeFQDN) {
+		ep := base
+		ep.Address = name
+		out = append(out, ep)
+	}
+	v4, v6 := wants(types, v1alpha1.AddressTypeIPv4), wants(types, v1alpha1.AddressTypeIPv6)
+	if !v4 && !v6 {
+		return out, nil
+	}
+	addrs, err := s.resolver.LookupNetIP(ctx, "ip", name)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, providers.Transient(fmt.Errorf("%s: resolving %s: %w", field, name, ctx.Err()))
+		}
+		return nil, providers.Transient(fmt.Errorf("%s: resolving the endpoint %s of %s: %w", field, name, what, err))
+	}
+	for _, a := range addrs {
+		a = a.Unmap()
+		if (a.Is4() && v4) || (a.Is6() && v6) {
+			ep := base
+			ep.Address = a.String()
+			out = append(out, ep)
+		}
+	}
+	return out, nil
+}
+
+// listAll reads every page of a paginator (more and next are its
+// HasMorePages and NextPage, made with StopOnDuplicateToken), handing each
+// to each; token is the pagination token a page names. A listing whose
+// last page still names a token stopped on a repeated one, and fails (see
+// stoppedEarly).
+func listAll[P, O any](ctx context.Context, more func() bool, next func(context.Context, ...func(*O)) (P, error), token func(P) *string, each func(P)) error {
+	var last *string
+	for more() {
+		page, err := next(ctx)
+		if err != nil {
+			return err
+		}
+		last = token(page)
+		each(page)
+	}
+	return stoppedEarly(last)
+}
+
 // wants tells whether the spec publishes address type t.
 func wants(types []v1alpha1.AddressType, t v1alpha1.AddressType) bool {
 	return slices.Contains(types, t)
 }
 
-// hostname is name when it is a DNS-1123 label (RDS identifiers and EC2
-// instance IDs are), so that headless Services publish it; else "".
+// hostname is name when it is a DNS-1123 label (RDS identifiers, EC2
+// instance IDs and cache cluster IDs are), so that headless Services
+// publish it; else "".
 func hostname(name string) string {
 	if len(validation.IsDNS1123Label(name)) == 0 {
 		return name

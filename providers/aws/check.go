@@ -58,18 +58,3 @@ func stsFailure(err error) string {
 	}
 	return fmt.Sprintf("GetCallerIdentity: %s: %s", api.ErrorCode(), api.ErrorMessage())
 }
-
-// CheckConnection checks cc as the session does (Session.CheckConnection).
-func (p *RDSProvider) CheckConnection(ctx context.Context, cc *providers.Connection) error {
-	return p.s.CheckConnection(ctx, cc)
-}
-
-// CheckConnection checks cc as the session does (Session.CheckConnection).
-func (p *EC2Provider) CheckConnection(ctx context.Context, cc *providers.Connection) error {
-	return p.s.CheckConnection(ctx, cc)
-}
-
-var (
-	_ providers.Checker = (*RDSProvider)(nil)
-	_ providers.Checker = (*EC2Provider)(nil)
-)

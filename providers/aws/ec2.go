@@ -37,10 +37,7 @@ import (
 // the source fails (AccessDenied) with one message for missing and
 // refused IDs alike, so that a tenant cannot learn which instances exist,
 // and what it published drains.
-type EC2Provider struct{ s *Session }
-
-// Kind is providers.KindAWSEC2.
-func (*EC2Provider) Kind() providers.Kind { return providers.KindAWSEC2 }
+type EC2Provider struct{ member }
 
 // ec2Instance is what the provider keeps of an EC2 instance.
 type ec2Instance struct {
@@ -146,13 +143,7 @@ func (p *EC2Provider) instances(ctx context.Context, id identity, maxAge time.Du
 		out := map[string]ec2Instance{}
 		pages := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{MaxResults: awssdk.Int32(1000)},
 			func(o *ec2.DescribeInstancesPaginatorOptions) { o.StopOnDuplicateToken = true })
-		var last *string
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				return nil, err
-			}
-			last = page.NextToken
+		err := listAll(ctx, pages.HasMorePages, pages.NextPage, func(p *ec2.DescribeInstancesOutput) *string { return p.NextToken }, func(page *ec2.DescribeInstancesOutput) {
 			for _, r := range page.Reservations {
 				for _, in := range r.Instances {
 					i := ec2Instance{
@@ -174,8 +165,8 @@ func (p *EC2Provider) instances(ctx context.Context, id identity, maxAge time.Du
 					out[i.id] = i
 				}
 			}
-		}
-		return out, stoppedEarly(last)
+		})
+		return out, err
 	})
 	return st.get(ctx, maxAge)
 }

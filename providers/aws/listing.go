@@ -15,6 +15,16 @@ const (
 	describeDBInstances = "DescribeDBInstances"
 	describeDBClusters  = "DescribeDBClusters"
 	describeInstances   = "DescribeInstances"
+
+	describeReplicationGroups = "DescribeReplicationGroups"
+	describeCacheClusters     = "DescribeCacheClusters"
+	describeServerlessCaches  = "DescribeServerlessCaches"
+	// MemoryDB's DescribeClusters, named apart from other services'.
+	describeMemoryDBClusters = "memorydb:DescribeClusters"
+	// listTagsOf is the start of the kind of a listing of one cache's
+	// tags (ElastiCache and MemoryDB list none with their caches): the
+	// rest names the cache.
+	listTagsOf = "tags of "
 )
 
 // listingKey names one shared Describe listing.
@@ -32,15 +42,31 @@ type shared struct {
 	clients *clients
 	// The cached answers of the key's Describe action, made by the first
 	// listingOf: only the one of that action is set.
-	dbInstances *cachedListing[map[string]dbInstance]
-	dbClusters  *cachedListing[map[string]dbCluster]
-	instances   *cachedListing[map[string]ec2Instance]
+	dbInstances       *cachedListing[map[string]dbInstance]
+	dbClusters        *cachedListing[map[string]dbCluster]
+	instances         *cachedListing[map[string]ec2Instance]
+	replicationGroups *cachedListing[map[string]replicationGroup]
+	cacheClusters     *cachedListing[map[string]cacheCluster]
+	serverlessCaches  *cachedListing[map[string]serverlessCache]
+	memoryDBClusters  *cachedListing[map[string]memoryDBCluster]
+	tags              *cachedListing[map[string]string]
 }
 
 // The slots of shared that listingOf fills, one for each Describe action.
 func (sh *shared) dbInstancesSlot() **cachedListing[map[string]dbInstance] { return &sh.dbInstances }
 func (sh *shared) dbClustersSlot() **cachedListing[map[string]dbCluster]   { return &sh.dbClusters }
 func (sh *shared) instancesSlot() **cachedListing[map[string]ec2Instance]  { return &sh.instances }
+func (sh *shared) replicationGroupsSlot() **cachedListing[map[string]replicationGroup] {
+	return &sh.replicationGroups
+}
+func (sh *shared) cacheClustersSlot() **cachedListing[map[string]cacheCluster] { return &sh.cacheClusters }
+func (sh *shared) serverlessCachesSlot() **cachedListing[map[string]serverlessCache] {
+	return &sh.serverlessCaches
+}
+func (sh *shared) memoryDBClustersSlot() **cachedListing[map[string]memoryDBCluster] {
+	return &sh.memoryDBClusters
+}
+func (sh *shared) tagsSlot() **cachedListing[map[string]string] { return &sh.tags }
 
 // errClosed is the failure of a listing asked for after Session.Close.
 var errClosed = errors.New("the AWS session is closed")

@@ -48,10 +48,7 @@ import (
 // a cluster's members are published when the cluster's tag does. An
 // instance or cluster named by identifier that does not consent fails the
 // source (AccessDenied) and what it published drains.
-type RDSProvider struct{ s *Session }
-
-// Kind is providers.KindAWSRDS.
-func (*RDSProvider) Kind() providers.Kind { return providers.KindAWSRDS }
+type RDSProvider struct{ member }
 
 // servingStatuses are the statuses in which an instance takes connections.
 var servingStatuses = map[string]bool{
@@ -203,32 +200,7 @@ func (p *RDSProvider) endpoints(ctx context.Context, field string, i dbInstance,
 	case i.status == "deleting":
 		base.Serving, base.Terminating = true, true
 	}
-	var out []providers.Endpoint
-	if wants(types, v1alpha1.AddressTypeFQDN) {
-		ep := base
-		ep.Address = i.address
-		out = append(out, ep)
-	}
-	v4, v6 := wants(types, v1alpha1.AddressTypeIPv4), wants(types, v1alpha1.AddressTypeIPv6)
-	if !v4 && !v6 {
-		return out, nil
-	}
-	addrs, err := p.s.resolver.LookupNetIP(ctx, "ip", i.address)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, providers.Transient(fmt.Errorf("%s: resolving %s: %w", field, i.address, ctx.Err()))
-		}
-		return nil, providers.Transient(fmt.Errorf("%s: resolving the endpoint %s of DB instance %s: %w", field, i.address, i.id, err))
-	}
-	for _, a := range addrs {
-		a = a.Unmap()
-		if (a.Is4() && v4) || (a.Is6() && v6) {
-			ep := base
-			ep.Address = a.String()
-			out = append(out, ep)
-		}
-	}
-	return out, nil
+	return p.s.publishName(ctx, field, "DB instance "+i.id, i.address, base, types)
 }
 
 // listerOfInstances lists the DB instances of id's region.
@@ -245,13 +217,7 @@ func (p *RDSProvider) instances(ctx context.Context, id identity, maxAge time.Du
 		out := map[string]dbInstance{}
 		pages := rds.NewDescribeDBInstancesPaginator(c.rds, &rds.DescribeDBInstancesInput{MaxRecords: awssdk.Int32(100)},
 			func(o *rds.DescribeDBInstancesPaginatorOptions) { o.StopOnDuplicateToken = true })
-		var last *string
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				return nil, err
-			}
-			last = page.Marker
+		err := listAll(ctx, pages.HasMorePages, pages.NextPage, func(p *rds.DescribeDBInstancesOutput) *string { return p.Marker }, func(page *rds.DescribeDBInstancesOutput) {
 			for _, d := range page.DBInstances {
 				i := dbInstance{
 					id:     strings.ToLower(awssdk.ToString(d.DBInstanceIdentifier)),
@@ -264,8 +230,8 @@ func (p *RDSProvider) instances(ctx context.Context, id identity, maxAge time.Du
 				}
 				out[i.id] = i
 			}
-		}
-		return out, stoppedEarly(last)
+		})
+		return out, err
 	})
 	return st.get(ctx, maxAge)
 }
@@ -284,13 +250,7 @@ func (p *RDSProvider) clusters(ctx context.Context, id identity, maxAge time.Dur
 		out := map[string]dbCluster{}
 		pages := rds.NewDescribeDBClustersPaginator(c.rds, &rds.DescribeDBClustersInput{MaxRecords: awssdk.Int32(100)},
 			func(o *rds.DescribeDBClustersPaginatorOptions) { o.StopOnDuplicateToken = true })
-		var last *string
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				return nil, err
-			}
-			last = page.Marker
+		err := listAll(ctx, pages.HasMorePages, pages.NextPage, func(p *rds.DescribeDBClustersOutput) *string { return p.Marker }, func(page *rds.DescribeDBClustersOutput) {
 			for _, c := range page.DBClusters {
 				members := []dbMember{}
 				for _, m := range c.DBClusterMembers {
@@ -301,8 +261,8 @@ func (p *RDSProvider) clusters(ctx context.Context, id identity, maxAge time.Dur
 				}
 				out[strings.ToLower(awssdk.ToString(c.DBClusterIdentifier))] = dbCluster{members: members, tags: tagsOf(c.TagList)}
 			}
-		}
-		return out, stoppedEarly(last)
+		})
+		return out, err
 	})
 	return st.get(ctx, maxAge)
 }

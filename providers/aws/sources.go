@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"context"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -130,31 +131,36 @@ func (s *Session) spawn(list func()) bool {
 	return true
 }
 
-// Forget lets go of the listings that backend's awsRDS sources other than
-// those named in keep read; a listing no source reads any more is dropped.
-// The controller calls it after each reconcile with the backend's awsRDS
-// sources, and with none when the backend goes.
-func (p *RDSProvider) Forget(backend types.NamespacedName, keep ...string) {
-	p.s.forget(providers.KindAWSRDS, backend, keep)
+// member is what every provider of a session has in common: the session
+// it shares with the others and the kind of source it resolves.
+type member struct {
+	s    *Session
+	kind providers.Kind
 }
 
-// Forget lets go of the listings that backend's awsEC2 sources other than
-// those named in keep read; a listing no source reads any more is dropped.
-// The controller calls it after each reconcile with the backend's awsEC2
-// sources, and with none when the backend goes.
-func (p *EC2Provider) Forget(backend types.NamespacedName, keep ...string) {
-	p.s.forget(providers.KindAWSEC2, backend, keep)
+// Kind is the kind of source the provider resolves.
+func (m member) Kind() providers.Kind { return m.kind }
+
+// Forget lets go of the listings that backend's sources of the provider's
+// kind other than those named in keep read; a listing no source reads any
+// more is dropped. The controller calls it after each reconcile with the
+// backend's sources of the kind, and with none when the backend goes.
+func (m member) Forget(backend types.NamespacedName, keep ...string) {
+	m.s.forget(m.kind, backend, keep)
 }
 
-// Close closes the session the provider shares with the awsEC2 provider
-// (see Session.Close); closing both is the same as closing one.
-func (p *RDSProvider) Close() { p.s.Close() }
+// Close closes the session the provider shares with the other AWS
+// providers (see Session.Close); closing several is the same as closing
+// one.
+func (m member) Close() { m.s.Close() }
 
-// Close closes the session the provider shares with the awsRDS provider
-// (see Session.Close); closing both is the same as closing one.
-func (p *EC2Provider) Close() { p.s.Close() }
+// CheckConnection checks cc as the session does (Session.CheckConnection).
+func (m member) CheckConnection(ctx context.Context, cc *providers.Connection) error {
+	return m.s.CheckConnection(ctx, cc)
+}
 
 var (
-	_ providers.Forgetter = (*RDSProvider)(nil)
-	_ providers.Forgetter = (*EC2Provider)(nil)
+	_ providers.Forgetter = member{}
+	_ providers.Closer    = member{}
+	_ providers.Checker   = member{}
 )

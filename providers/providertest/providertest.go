@@ -145,6 +145,7 @@ var reasonPattern = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 // knownKinds are the source kinds the API has.
 var knownKinds = []providers.Kind{
 	providers.KindStatic, providers.KindDNS, providers.KindConsul, providers.KindAWSRDS, providers.KindAWSEC2,
+	providers.KindAWSElastiCache, providers.KindAWSMemoryDB,
 }
 
 // Run runs the conformance suite against h, one subtest a property.
