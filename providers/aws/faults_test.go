@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/providers"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	"github.com/backendslice/backendslice/test/awstest"
 )
@@ -31,6 +30,17 @@ func TestRepeatedTokenFailsTheListing(t *testing.T) {
 		// Five instances, their IPv4 and IPv6 addresses each.
 		{name: "EC2 tags", action: awstest.DescribeInstances, endpoints: 10,
 			src: ec2Source(v1alpha1.AWSEC2Source{Tags: map[string]string{"app": "web"}})},
+		{name: "replication group", action: awstest.DescribeReplicationGroups, endpoints: 1,
+			src: cacheSource(v1alpha1.AWSElastiCacheSource{ReplicationGroupID: "group-4"})},
+		{name: "the group's cache clusters", action: awstest.DescribeCacheClusters, endpoints: 1,
+			src: cacheSource(v1alpha1.AWSElastiCacheSource{ReplicationGroupID: "group-4"})},
+		{name: "Memcached cluster", action: awstest.DescribeCacheClusters, endpoints: 1,
+			src: cacheSource(v1alpha1.AWSElastiCacheSource{CacheClusterID: "memo-4"})},
+		{name: "serverless cache", action: awstest.DescribeServerlessCaches, endpoints: 1,
+			src: cacheSource(v1alpha1.AWSElastiCacheSource{ServerlessCacheName: "lru-4"})},
+		// Two shards of two nodes.
+		{name: "MemoryDB cluster", action: awstest.DescribeClusters, endpoints: 4,
+			src: memoryDBSource("mdb-4")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// A listing that loops ends here at the latest, failing the
@@ -42,12 +52,14 @@ func TestRepeatedTokenFailsTheListing(t *testing.T) {
 				e.fake.PutDBCluster(awstest.DBCluster{Identifier: fmt.Sprintf("cluster-%d", n), Status: "available",
 					Members: []awstest.ClusterMember{{Instance: id, Writer: true}}})
 				e.fake.PutEC2Instance(vm(fmt.Sprintf("i-%d", n), fmt.Sprint(n+1)))
+				putGroup(e, fmt.Sprintf("group-%d", n), false, []string{fmt.Sprintf("203.0.113.%d", n+1)})
+				e.fake.PutCacheCluster(awstest.CacheCluster{ID: fmt.Sprintf("memo-%d", n), Status: "available", Engine: "memcached",
+					Nodes: []awstest.CacheNode{cacheNode(fmt.Sprintf("memo-%d", n), "0001", fmt.Sprintf("203.0.113.%d", n+11), "eu-west-1a")}})
+				e.fake.PutServerlessCache(serverless(fmt.Sprintf("lru-%d", n), fmt.Sprintf("203.0.113.%d", n+21)))
+				memoryDB(e, fmt.Sprintf("mdb-%d", n), "198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4")
 			}
 			e.fake.SetPageLimit(2)
-			var p providers.Provider = e.s.RDS()
-			if c.src.AWSEC2 != nil {
-				p = e.s.EC2()
-			}
+			p := providerOf(e, c.src)
 			if eps := resolve(t, p, c.src); len(eps) != c.endpoints {
 				t.Fatalf("before the fault: %d endpoints, want %d: %+v", len(eps), c.endpoints, eps)
 			}

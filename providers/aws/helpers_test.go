@@ -76,6 +76,19 @@ func ec2Source(src v1alpha1.AWSEC2Source) v1alpha1.Source {
 	return v1alpha1.Source{Name: "vms", AWSEC2: &src}
 }
 
+// providerOf is the provider of e's session that resolves src.
+func providerOf(e *env, src v1alpha1.Source) providers.Provider {
+	switch {
+	case src.AWSEC2 != nil:
+		return e.s.EC2()
+	case src.AWSElastiCache != nil:
+		return e.s.ElastiCache()
+	case src.AWSMemoryDB != nil:
+		return e.s.MemoryDB()
+	}
+	return e.s.RDS()
+}
+
 // resolve resolves src with p, failing the test on an error.
 func resolve(t *testing.T, p providers.Provider, src v1alpha1.Source, types ...v1alpha1.AddressType) []providers.Endpoint {
 	t.Helper()

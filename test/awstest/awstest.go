@@ -591,8 +591,10 @@ func (s *Server) LookupNetIP(_ context.Context, network, host string) ([]netip.A
 // s.mu is held.
 func (s *Server) names() map[string][]string {
 	out := map[string][]string{}
+	// A serverless cache's reader endpoint is its endpoint's name on
+	// another port: the first put of a name is its answer.
 	add := func(name string, ips []string) {
-		if name != "" {
+		if _, ok := out[name]; name != "" && !ok {
 			out[name] = ips
 		}
 	}

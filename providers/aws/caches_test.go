@@ -1,0 +1,194 @@
+package aws_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/test/awstest"
+)
+
+// TestCacheListingsPageAndRetryThrottling reads caches from listings of
+// several pages while AWS throttles the first calls of two of them (the
+// Query protocol's Throttling, the JSON protocol's ThrottlingException):
+// the SDK retries within the call, and each listing reads all its pages.
+func TestCacheListingsPageAndRetryThrottling(t *testing.T) {
+	e := newEnv(t, nil)
+	for n := range 5 {
+		putGroup(e, fmt.Sprintf("group-%d", n), false, []string{fmt.Sprintf("192.0.2.%d", n+1)})
+		e.fake.PutServerlessCache(serverless(fmt.Sprintf("lru-%d", n), fmt.Sprintf("192.0.2.%d", n+11)))
+		memoryDB(e, fmt.Sprintf("mdb-%d", n), "198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4")
+	}
+	e.fake.SetPageLimit(2)
+	e.fake.Fail(awstest.DescribeReplicationGroups, "Throttling", 2)
+	e.fake.Fail(awstest.DescribeClusters, "ThrottlingException", 2)
+	// The last of each listing's five caches is on its third page.
+	wantAddresses(t, "group", resolve(t, e.s.ElastiCache(), cacheSource(v1alpha1.AWSElastiCacheSource{ReplicationGroupID: "group-4"})), "192.0.2.5")
+	wantAddresses(t, "serverless", resolve(t, e.s.ElastiCache(), cacheSource(v1alpha1.AWSElastiCacheSource{ServerlessCacheName: "lru-4"})), "192.0.2.15")
+	if eps := resolve(t, e.s.MemoryDB(), memoryDBSource("mdb-4")); len(eps) != 4 {
+		t.Errorf("MemoryDB: %d endpoints, want 4", len(eps))
+	}
+	for action, want := range map[string]int{
+		awstest.DescribeReplicationGroups: 3 + 2, awstest.DescribeCacheClusters: 3,
+		awstest.DescribeServerlessCaches: 3, awstest.DescribeClusters: 3 + 2,
+	} {
+		if got := e.fake.Calls(action); got != want {
+			t.Errorf("%s: %d calls, want %d (three pages, and the throttled ones)", action, got, want)
+		}
+	}
+}
+
+// TestCacheConsentTag reads caches through a BackendProvider with a
+// consent tag: a cache is published only in the namespaces its tag lists,
+// a missing one is refused alike, and its tags are read once a refresh
+// whatever the number of sources; without a consent tag no tag is read.
+func TestCacheConsentTag(t *testing.T) {
+	e := newEnv(t, nil)
+	putGroup(e, "orders", false, []string{"192.0.2.61", "192.0.2.62"})
+	e.fake.UpdateReplicationGroup("orders", func(g *awstest.ReplicationGroup) { g.Tags = map[string]string{consentTag: "payments"} })
+	memoryDB(e, "ledger", "198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4")
+	e.fake.UpdateMemoryDBCluster("ledger", func(c *awstest.MemoryDBCluster) { c.Tags = map[string]string{consentTag: "billing, payments"} })
+	plain := awsConnection("plain", "", e.fake.URL)
+	c := awsConnection("consenting", "", e.fake.URL)
+	c.AWS.ConsentTag = consentTag
+	ec, mdb := e.s.ElastiCache(), e.s.MemoryDB()
+	group := cacheSource(v1alpha1.AWSElastiCacheSource{ReplicationGroupID: "orders", Role: v1alpha1.AWSCacheRolePrimary})
+	ipv4 := v1alpha1.AddressTypeIPv4
+
+	wantAddresses(t, "without a consent tag", resolveReq(t, ec, asked(group, "web", plain, ipv4)), "192.0.2.61")
+	if n := e.fake.Calls(awstest.ListTagsForResource) + e.fake.Calls(awstest.ListTags); n != 0 {
+		t.Errorf("%d tag calls without a consent tag, want 0", n)
+	}
+
+	for range 3 {
+		wantAddresses(t, "group in payments", resolveReq(t, ec, asked(group, "payments", c, ipv4)), "192.0.2.61")
+		if eps := resolveReq(t, mdb, asked(memoryDBSource("ledger"), "billing", c, ipv4)); len(eps) != 4 {
+			t.Errorf("MemoryDB in billing: %d endpoints, want 4", len(eps))
+		}
+	}
+	if n := e.fake.Calls(awstest.ListTagsForResource); n != 1 {
+		t.Errorf("ListTagsForResource: %d calls for three resolves of one group in one refresh, want 1", n)
+	}
+	if n := e.fake.Calls(awstest.ListTags); n != 1 {
+		t.Errorf("ListTags: %d calls for three resolves of one cluster in one refresh, want 1", n)
+	}
+	wantErr(t, resolveReqErr(t, ec, asked(group, "web", c)), true, true, v1alpha1.ReasonAccessDenied,
+		"spec.sources[cache].awsElastiCache.replicationGroupID: replication group orders is not found in "+region+
+			" or has no tag backendslice.io/namespaces naming namespace web")
+	wantErr(t, resolveReqErr(t, ec, asked(cacheSource(v1alpha1.AWSElastiCacheSource{ReplicationGroupID: "absent"}), "payments", c)),
+		true, true, v1alpha1.ReasonAccessDenied, "replication group absent is not found in "+region+" or has no tag")
+	wantErr(t, resolveReqErr(t, mdb, asked(memoryDBSource("ledger"), "web", c)), true, true, v1alpha1.ReasonAccessDenied,
+		"spec.sources[mdb].awsMemoryDB.clusterName: MemoryDB cluster ledger is not found in "+region+" or has no tag")
+
+	// The owner takes payments out of the tag: seen at the next refresh.
+	e.fake.UpdateReplicationGroup("orders", func(g *awstest.ReplicationGroup) { g.Tags = map[string]string{consentTag: "billing"} })
+	e.expire()
+	wantErr(t, resolveReqErr(t, ec, asked(group, "payments", c)), true, true, v1alpha1.ReasonAccessDenied, "has no tag")
+	if n := e.fake.Calls(awstest.ListTagsForResource); n != 2 {
+		t.Errorf("ListTagsForResource: %d calls over two refreshes, want 2", n)
+	}
+
+	// A role that may not read tags is told which permission it lacks.
+	e.fake.Fail(awstest.ListTagsForResource, "AccessDenied", -1)
+	e.expire()
+	wantErr(t, resolveReqErr(t, ec, asked(group, "billing", c)), true, false, v1alpha1.ReasonAccessDenied,
+		"elasticache:ListTagsForResource", "grant")
+}
+
+// TestCost500CacheBackends counts the AWS calls 500 cache backends make
+// over ten simulated minutes, resolved again when their Result says, as
+// TestCost500Backends does for RDS and EC2: the primary and the readers of
+// 100 replication groups, 100 Memcached clusters, 100 serverless caches and
+// 100 MemoryDB clusters, in one region. The listings: 100 groups (1 page),
+// 300 cache clusters (3 pages of 100), 100 serverless caches (1 page) and
+// 100 MemoryDB clusters (1 page). Without a consent tag no tag is read; with
+// one, each of the 400 caches' tags are read once a refresh: that part
+// grows with the caches named, never with the backends naming them.
+func TestCost500CacheBackends(t *testing.T) {
+	for _, consent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("consent=%v", consent), func(t *testing.T) {
+			e := newEnv(t, nil)
+			tags := map[string]string{}
+			conn := awsConnection("caches", "", e.fake.URL)
+			if consent {
+				conn.AWS.ConsentTag = consentTag
+				tags[consentTag] = "team"
+			}
+			var sources []v1alpha1.Source
+			for n := range 100 {
+				id := fmt.Sprintf("group-%03d", n)
+				putGroup(e, id, false, []string{fmt.Sprintf("192.0.2.%d", n+1), fmt.Sprintf("198.51.100.%d", n+1)})
+				e.fake.UpdateReplicationGroup(id, func(g *awstest.ReplicationGroup) { g.Tags = tags })
+				memo := fmt.Sprintf("memo-%03d", n)
+				e.fake.PutCacheCluster(awstest.CacheCluster{ID: memo, Status: "available", Engine: "memcached", Tags: tags,
+					Nodes: []awstest.CacheNode{cacheNode(memo, "0001", fmt.Sprintf("203.0.113.%d", n+1), "eu-west-1a")}})
+				lru := serverless(fmt.Sprintf("lru-%03d", n), fmt.Sprintf("203.0.113.%d", n+101))
+				lru.Tags = tags
+				e.fake.PutServerlessCache(lru)
+				mdb := fmt.Sprintf("mdb-%03d", n)
+				memoryDB(e, mdb, "192.0.2.201", "192.0.2.202", "192.0.2.203", "192.0.2.204")
+				e.fake.UpdateMemoryDBCluster(mdb, func(c *awstest.MemoryDBCluster) { c.Tags = tags })
+				sources = append(sources,
+					cacheSource(v1alpha1.AWSElastiCacheSource{ReplicationGroupID: id, Role: v1alpha1.AWSCacheRolePrimary}),
+					cacheSource(v1alpha1.AWSElastiCacheSource{ReplicationGroupID: id, Role: v1alpha1.AWSCacheRoleReaders}),
+					cacheSource(v1alpha1.AWSElastiCacheSource{CacheClusterID: memo}),
+					cacheSource(v1alpha1.AWSElastiCacheSource{ServerlessCacheName: lru.Name}),
+					memoryDBSource(mdb))
+			}
+
+			const period, step = 10 * time.Minute, time.Second
+			start := e.clock.Now()
+			due := make([]time.Time, len(sources))
+			for k := range due {
+				due[k] = start.Add(time.Duration(k) * interval / time.Duration(len(sources)))
+			}
+			resolves := 0
+			for now := start; now.Before(start.Add(period)); now = now.Add(step) {
+				e.clock.SetTime(now)
+				for k, src := range sources {
+					if now.Before(due[k]) {
+						continue
+					}
+					req := asked(src, "team", conn)
+					req.Backend = fmt.Sprintf("backend-%03d", k)
+					res, err := providerOf(e, src).Resolve(context.Background(), req)
+					if err != nil {
+						t.Fatalf("%s: %v", req.Backend, err)
+					}
+					if len(res.Endpoints) == 0 {
+						t.Fatalf("%s: no endpoints", req.Backend)
+					}
+					resolves++
+					due[k] = now.Add(res.RefreshAfter)
+				}
+			}
+			calls := map[string]int{}
+			for _, a := range []string{awstest.DescribeReplicationGroups, awstest.DescribeCacheClusters, awstest.DescribeServerlessCaches,
+				awstest.DescribeClusters, awstest.ListTagsForResource, awstest.ListTags} {
+				calls[a] = e.fake.Calls(a)
+			}
+			tagCalls := calls[awstest.ListTagsForResource] + calls[awstest.ListTags]
+			total := e.fake.TotalCalls()
+			t.Logf("500 cache backends, %v simulated, refresh interval %v, consent tag %v: %d resolves, %d AWS calls, %d of them for tags (%v)",
+				period, interval, consent, resolves, total, tagCalls, calls)
+
+			listings := int(math.Ceil(float64(period)/(0.9*float64(interval)))) + 1
+			const pages = 1 + 3 + 1 + 1
+			if describes := total - tagCalls; describes > listings*pages {
+				t.Errorf("%d Describe calls, more than %d listings × %d pages", describes, listings, pages)
+			}
+			const caches = 400
+			switch {
+			case !consent && tagCalls != 0:
+				t.Errorf("%d tag calls without a consent tag, want 0", tagCalls)
+			case consent && tagCalls > listings*caches:
+				t.Errorf("%d tag calls, more than %d refreshes × %d caches", tagCalls, listings, caches)
+			case consent && tagCalls < caches:
+				t.Errorf("%d tag calls, fewer than the %d caches: some consent was not checked", tagCalls, caches)
+			}
+		})
+	}
+}
