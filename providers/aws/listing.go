@@ -59,7 +59,9 @@ func (sh *shared) instancesSlot() **cachedListing[map[string]ec2Instance]  { ret
 func (sh *shared) replicationGroupsSlot() **cachedListing[map[string]replicationGroup] {
 	return &sh.replicationGroups
 }
-func (sh *shared) cacheClustersSlot() **cachedListing[map[string]cacheCluster] { return &sh.cacheClusters }
+func (sh *shared) cacheClustersSlot() **cachedListing[map[string]cacheCluster] {
+	return &sh.cacheClusters
+}
 func (sh *shared) serverlessCachesSlot() **cachedListing[map[string]serverlessCache] {
 	return &sh.serverlessCaches
 }

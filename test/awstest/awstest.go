@@ -135,22 +135,22 @@ type Server struct {
 
 	srv *httptest.Server
 
-	mu         sync.Mutex
-	instances  map[string]DBInstance
-	clusters   map[string]DBCluster
-	ec2        map[string]EC2Instance
+	mu        sync.Mutex
+	instances map[string]DBInstance
+	clusters  map[string]DBCluster
+	ec2       map[string]EC2Instance
 	// groups, cacheClusters and serverless are ElastiCache's, memoryDB
 	// MemoryDB's clusters, by ID or name.
 	groups        map[string]ReplicationGroup
 	cacheClusters map[string]CacheCluster
 	serverless    map[string]ServerlessCache
 	memoryDB      map[string]MemoryDBCluster
-	faults     map[string][]string
-	repeat     map[string]bool
-	stalls     map[string]chan struct{}
-	calls      map[string]int
-	pageLimit  int
-	credential map[string]int
+	faults        map[string][]string
+	repeat        map[string]bool
+	stalls        map[string]chan struct{}
+	calls         map[string]int
+	pageLimit     int
+	credential    map[string]int
 	// callsBy counts requests by action and access key.
 	callsBy map[callerKey]int
 	// roles are the assumable role ARNs and the access key of each.
@@ -169,23 +169,23 @@ type callerKey struct{ action, accessKey string }
 // New starts a fake on 127.0.0.1. Close stops it.
 func New() *Server {
 	s := &Server{
-		instances:  map[string]DBInstance{},
-		clusters:   map[string]DBCluster{},
-		ec2:        map[string]EC2Instance{},
+		instances: map[string]DBInstance{},
+		clusters:  map[string]DBCluster{},
+		ec2:       map[string]EC2Instance{},
 
 		groups:        map[string]ReplicationGroup{},
 		cacheClusters: map[string]CacheCluster{},
 		serverless:    map[string]ServerlessCache{},
 		memoryDB:      map[string]MemoryDBCluster{},
-		faults:     map[string][]string{},
-		repeat:     map[string]bool{},
-		stalls:     map[string]chan struct{}{},
-		calls:      map[string]int{},
-		credential: map[string]int{},
-		callsBy:    map[callerKey]int{},
-		roles:      map[string]string{},
-		sessions:   map[string]string{},
-		accounts:   map[string]map[string]bool{},
+		faults:        map[string][]string{},
+		repeat:        map[string]bool{},
+		stalls:        map[string]chan struct{}{},
+		calls:         map[string]int{},
+		credential:    map[string]int{},
+		callsBy:       map[callerKey]int{},
+		roles:         map[string]string{},
+		sessions:      map[string]string{},
+		accounts:      map[string]map[string]bool{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL

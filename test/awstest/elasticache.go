@@ -107,7 +107,9 @@ type ServerlessCache struct {
 const account = "123456789012"
 
 // ARNs of ElastiCache resources, as AWS makes them (in the fake's region).
-func groupARN(id string) string { return "arn:aws:elasticache:eu-west-1:" + account + ":replicationgroup:" + id }
+func groupARN(id string) string {
+	return "arn:aws:elasticache:eu-west-1:" + account + ":replicationgroup:" + id
+}
 func cacheClusterARN(id string) string {
 	return "arn:aws:elasticache:eu-west-1:" + account + ":cluster:" + id
 }
@@ -473,4 +475,3 @@ func (s *Server) listTagsForResource(form url.Values, sees func(string) bool) (a
 	}
 	return listTagsForResourceResponse{Xmlns: elastiCacheNamespace, TagList: rdsTags(tags), RequestID: requestID}, nil
 }
-
