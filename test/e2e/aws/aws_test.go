@@ -1,7 +1,7 @@
 // Package aws_test runs the controller with the AWS providers against a real
 // kube-apiserver and the AWS wire fake (test/awstest), through the real
-// aws-sdk-go-v2 clients, and checks that RDS and EC2 changes end in the
-// right EndpointSlices and status. Tests run one after another: they share
+// aws-sdk-go-v2 clients, and checks that RDS, EC2, ElastiCache and MemoryDB
+// changes end in the right EndpointSlices and status. Tests run one after another: they share
 // the fake, and some inject failures into it.
 package aws_test
 
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
-		return []providers.Provider{static.New(), s.RDS(), s.EC2()}, nil
+		return []providers.Provider{static.New(), s.RDS(), s.EC2(), s.ElastiCache(), s.MemoryDB()}, nil
 	}})
 	fake.Close()
 	os.Exit(code)

@@ -160,7 +160,8 @@ func run(m *testing.M) int {
 }
 
 // newProviders builds the controller's providers, each wired to the
-// controller's own decoy connection: static, dns, consul, aws (RDS, EC2).
+// controller's own decoy connection: static, dns, consul, aws (RDS, EC2,
+// ElastiCache, MemoryDB).
 // It runs again at every controller restart.
 func newProviders(w providers.Waker) ([]providers.Provider, error) {
 	d, err := dns.New(dns.Options{
@@ -193,7 +194,7 @@ func newProviders(w providers.Waker) ([]providers.Provider, error) {
 		c.Close()
 		return nil, err
 	}
-	return []providers.Provider{static.New(), d, c, s.RDS(), s.EC2()}, nil
+	return []providers.Provider{static.New(), d, c, s.RDS(), s.EC2(), s.ElastiCache(), s.MemoryDB()}, nil
 }
 
 // counter is an HTTP server that answers 503 to everything and counts it:
