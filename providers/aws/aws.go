@@ -1,9 +1,11 @@
-// Package aws resolves awsRDS and awsEC2 sources with aws-sdk-go-v2.
+// Package aws resolves awsRDS, awsEC2, awsElastiCache and awsMemoryDB
+// sources with aws-sdk-go-v2.
 //
-// Both providers share one Session: its credentials, its SDK clients and,
+// The providers share one Session: its credentials, its SDK clients and,
 // above all, its Describe listings. A listing is one paginated Describe of a
-// whole region (DescribeDBInstances, DescribeDBClusters or
-// DescribeInstances) for one identity (the controller's own, an allowed
+// whole region (DescribeDBInstances, DescribeDBClusters, DescribeInstances,
+// DescribeReplicationGroups, DescribeCacheClusters, DescribeServerlessCaches
+// or MemoryDB's DescribeClusters) for one identity (the controller's own, an allowed
 // assumeRoleARN or a BackendProvider's role, at one endpoint). Every backend reads the listing's cached answer; the
 // listing is listed again only when its answer is older than the refresh
 // interval (less a random jitter of up to a tenth, so that listings do not
@@ -42,7 +44,8 @@
 //   - a listing whose pages AWS ends with a repeated pagination token is
 //     transient: the pages read are part of the region only, and
 //     publishing them would drain the instances on the pages never read;
-//   - an instance or cluster that is not in the listing is gone
+//   - an instance, cluster or cache that is not in the listing, nor in
+//     one that started after the source missed it, is gone
 //     (BackendNotFound): its endpoints drain.
 package aws
 
@@ -95,18 +98,6 @@ const (
 // jitter is the largest fraction of the refresh interval taken off a
 // listing's lifetime.
 const jitter = 0.1
-
-// recheck is the fraction of the refresh interval after which a listing
-// that lacks the instance or cluster a source names is taken again before
-// the source is declared gone: the instance may be newer than the listing,
-// and gone is final until the spec changes. Many sources missing at once
-// still cost one listing per recheck period.
-const recheck = 0.1
-
-// fresh is the age limit of a listing for a source whose backend it lacks.
-func (s *Session) fresh() time.Duration {
-	return time.Duration(float64(s.refresh) * recheck)
-}
 
 // Resolver resolves an RDS instance's endpoint name; *net.Resolver is one.
 type Resolver interface {

@@ -118,22 +118,22 @@ type lookup[V any] struct {
 	// field is the spec's field that names it, what says what it is
 	// ("replication group") and name is its key in the listing.
 	field, what, name string
-	// list is the listing, no older than maxAge when that is not zero;
+	// list is the listing, listed from since on when since is not zero;
 	// action is the IAM action that lists it.
-	list   func(ctx context.Context, maxAge time.Duration) (map[string]V, error)
+	list   func(ctx context.Context, since time.Time) (map[string]V, error)
 	action string
 	// tags reads the cache's tags; only a target with a consent tag asks.
 	tags func(context.Context, V) (map[string]string, error)
 }
 
 // find returns the cache l names. One that is missing from the listing
-// is looked for in a listing no older than the recheck period before it
-// is declared gone (BackendNotFound); with a consent tag, one that is
+// is looked for in a listing that starts after it was missed before it is
+// declared gone (BackendNotFound); with a consent tag, one that is
 // missing and one whose tag does not list the namespace fail alike (see
 // target.refused).
 func find[V any](ctx context.Context, s *Session, t target, l lookup[V]) (V, error) {
 	var zero V
-	m, err := l.list(ctx, 0)
+	m, err := l.list(ctx, time.Time{})
 	if err == nil {
 		m, err = relistIfMissing(ctx, s, m, hasKey[V](l.name), l.list)
 	}
@@ -183,7 +183,7 @@ func tagReader[V any](s *Session, t target, key []listingKey, field, action stri
 		l := listingOf(s, key[0], (*shared).tagsSlot, func(ctx context.Context, c *clients) (map[string]string, error) {
 			return fetch(ctx, c, a)
 		})
-		tags, err := l.get(ctx, 0)
+		tags, err := l.get(ctx, time.Time{})
 		if err != nil {
 			return nil, classify(err, field, action, t)
 		}

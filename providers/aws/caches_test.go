@@ -192,3 +192,54 @@ func TestCost500CacheBackends(t *testing.T) {
 		})
 	}
 }
+
+// TestRelistWaitsForALateEnoughListing: a source whose cache is missing
+// from the listing asks for a listing that starts after it asked. A
+// listing already in flight that started before (it may lack a cache made
+// meanwhile) is waited for and then listed again, never taken as the
+// later answer: taking it declared new caches gone, for good.
+func TestRelistWaitsForALateEnoughListing(t *testing.T) {
+	e := newEnv(t, nil)
+	putGroup(e, "old", false, []string{"192.0.2.71"})
+	p := e.s.ElastiCache()
+	old := cacheSource(v1alpha1.AWSElastiCacheSource{ReplicationGroupID: "old"})
+	wantAddresses(t, "old", resolve(t, p, old), "192.0.2.71")
+
+	// A refresh starts and is held in flight.
+	e.expire()
+	release := e.fake.Stall(awstest.DescribeReplicationGroups)
+	t.Cleanup(release)
+	e.fake.ResetCalls()
+	done := make(chan error, 1)
+	go func() { _, err := p.Resolve(context.Background(), asked(old, "a", awsConnection("a", "", e.fake.URL))); done <- err }()
+	waited := time.Now()
+	for e.fake.Calls(awstest.DescribeReplicationGroups) == 0 && time.Since(waited) < 10*time.Second {
+		time.Sleep(time.Millisecond)
+	}
+
+	// Later, a new group's source asks.
+	e.clock.Step(time.Millisecond)
+	putGroup(e, "new", false, []string{"192.0.2.72"})
+	fresh := make(chan []string, 1)
+	go func() {
+		res, err := p.Resolve(context.Background(), asked(cacheSource(v1alpha1.AWSElastiCacheSource{ReplicationGroupID: "new"}), "b", awsConnection("b", "", e.fake.URL)))
+		if err != nil {
+			t.Errorf("the new group: %v", err)
+		}
+		var addrs []string
+		for _, ep := range res.Endpoints {
+			addrs = append(addrs, ep.Address)
+		}
+		fresh <- addrs
+	}()
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the old group: %v", err)
+	}
+	if got := <-fresh; len(got) != 1 || got[0] != "192.0.2.72" {
+		t.Errorf("the new group published %v, want 192.0.2.72", got)
+	}
+	if n := e.fake.Calls(awstest.DescribeReplicationGroups); n != 2 {
+		t.Errorf("DescribeReplicationGroups: %d calls, want 2: the one in flight, and one started after the new group's source asked", n)
+	}
+}

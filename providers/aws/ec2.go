@@ -60,13 +60,13 @@ func (p *EC2Provider) Resolve(ctx context.Context, req providers.Request) (provi
 	}
 	id := t.id
 	p.s.use(providers.KindAWSEC2, req, listingKey{id, describeInstances})
-	instances, err := p.instances(ctx, id, 0)
+	instances, err := p.instances(ctx, id, time.Time{})
 	if err == nil && len(src.InstanceIDs) > 0 {
 		anyOf := func(m map[string]ec2Instance) bool {
 			return slices.ContainsFunc(src.InstanceIDs, func(iid string) bool { return hasKey[ec2Instance](iid)(m) })
 		}
-		instances, err = relistIfMissing(ctx, p.s, instances, anyOf, func(ctx context.Context, maxAge time.Duration) (map[string]ec2Instance, error) {
-			return p.instances(ctx, id, maxAge)
+		instances, err = relistIfMissing(ctx, p.s, instances, anyOf, func(ctx context.Context, since time.Time) (map[string]ec2Instance, error) {
+			return p.instances(ctx, id, since)
 		})
 	}
 	if err != nil {
@@ -137,8 +137,8 @@ func ec2Endpoints(i ec2Instance, kind v1alpha1.AWSEC2AddressKind, types []v1alph
 }
 
 // instances is the listing of every EC2 instance of id's region, by ID, no
-// older than maxAge when it is not zero.
-func (p *EC2Provider) instances(ctx context.Context, id identity, maxAge time.Duration) (map[string]ec2Instance, error) {
+// older than since when it is not zero.
+func (p *EC2Provider) instances(ctx context.Context, id identity, since time.Time) (map[string]ec2Instance, error) {
 	st := listingOf(p.s, listingKey{id, describeInstances}, (*shared).instancesSlot, func(ctx context.Context, c *clients) (map[string]ec2Instance, error) {
 		out := map[string]ec2Instance{}
 		pages := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{MaxResults: awssdk.Int32(1000)},
@@ -168,7 +168,7 @@ func (p *EC2Provider) instances(ctx context.Context, id identity, maxAge time.Du
 		})
 		return out, err
 	})
-	return st.get(ctx, maxAge)
+	return st.get(ctx, since)
 }
 
 var _ providers.Provider = (*EC2Provider)(nil)

@@ -143,7 +143,7 @@ func (p *ElastiCacheProvider) group(ctx context.Context, t target, field string,
 			"%s.role: replication group %s runs in cluster mode, where AWS does not report which node of a shard is primary; use role all (every node of every shard) with a cluster-aware client",
 			field, name)
 	}
-	clusters, err := listingOfCacheClusters(ctx, p.s, t.id, 0)
+	clusters, err := listingOfCacheClusters(ctx, p.s, t.id, time.Time{})
 	if err != nil {
 		return nil, classify(err, field, "elasticache:DescribeCacheClusters", t)
 	}
@@ -192,8 +192,8 @@ func (p *ElastiCacheProvider) cluster(ctx context.Context, t target, field strin
 	p.s.use(p.kind, req, append([]listingKey{{t.id, describeCacheClusters}}, tags...)...)
 	c, err := find(ctx, p.s, t, lookup[cacheCluster]{
 		field: field + ".cacheClusterID", what: "cache cluster", name: name,
-		list: func(ctx context.Context, maxAge time.Duration) (map[string]cacheCluster, error) {
-			return listingOfCacheClusters(ctx, p.s, t.id, maxAge)
+		list: func(ctx context.Context, since time.Time) (map[string]cacheCluster, error) {
+			return listingOfCacheClusters(ctx, p.s, t.id, since)
 		},
 		action: "elasticache:DescribeCacheClusters",
 		tags:   tagReader(p.s, t, tags, field, "elasticache:ListTagsForResource", func(c cacheCluster) string { return c.arn }, elastiCacheTags),
@@ -219,8 +219,8 @@ func (p *ElastiCacheProvider) serverless(ctx context.Context, t target, field st
 	p.s.use(p.kind, req, append([]listingKey{{t.id, describeServerlessCaches}}, tags...)...)
 	c, err := find(ctx, p.s, t, lookup[serverlessCache]{
 		field: field + ".serverlessCacheName", what: "serverless cache", name: name,
-		list: func(ctx context.Context, maxAge time.Duration) (map[string]serverlessCache, error) {
-			return p.serverlessCaches(ctx, t.id, maxAge)
+		list: func(ctx context.Context, since time.Time) (map[string]serverlessCache, error) {
+			return p.serverlessCaches(ctx, t.id, since)
 		},
 		action: "elasticache:DescribeServerlessCaches",
 		tags:   tagReader(p.s, t, tags, field, "elasticache:ListTagsForResource", func(c serverlessCache) string { return c.arn }, elastiCacheTags),
@@ -236,9 +236,9 @@ func (p *ElastiCacheProvider) serverless(ctx context.Context, t target, field st
 }
 
 // groups lists the replication groups of id's region.
-func (p *ElastiCacheProvider) groups(id identity) func(context.Context, time.Duration) (map[string]replicationGroup, error) {
-	return func(ctx context.Context, maxAge time.Duration) (map[string]replicationGroup, error) {
-		return listingOf(p.s, listingKey{id, describeReplicationGroups}, (*shared).replicationGroupsSlot, fetchReplicationGroups).get(ctx, maxAge)
+func (p *ElastiCacheProvider) groups(id identity) func(context.Context, time.Time) (map[string]replicationGroup, error) {
+	return func(ctx context.Context, since time.Time) (map[string]replicationGroup, error) {
+		return listingOf(p.s, listingKey{id, describeReplicationGroups}, (*shared).replicationGroupsSlot, fetchReplicationGroups).get(ctx, since)
 	}
 }
 
@@ -271,9 +271,9 @@ func fetchReplicationGroups(ctx context.Context, c *clients) (map[string]replica
 }
 
 // listingOfCacheClusters is the listing of every cache cluster of id's
-// region with its nodes, by ID, no older than maxAge when it is not zero.
-func listingOfCacheClusters(ctx context.Context, s *Session, id identity, maxAge time.Duration) (map[string]cacheCluster, error) {
-	return listingOf(s, listingKey{id, describeCacheClusters}, (*shared).cacheClustersSlot, fetchCacheClusters).get(ctx, maxAge)
+// region with its nodes, by ID, listed from since on when since is not zero.
+func listingOfCacheClusters(ctx context.Context, s *Session, id identity, since time.Time) (map[string]cacheCluster, error) {
+	return listingOf(s, listingKey{id, describeCacheClusters}, (*shared).cacheClustersSlot, fetchCacheClusters).get(ctx, since)
 }
 
 // fetchCacheClusters lists every cache cluster of a region with its
@@ -309,8 +309,8 @@ func fetchCacheClusters(ctx context.Context, c *clients) (map[string]cacheCluste
 }
 
 // serverlessCaches is the listing of every serverless cache of id's
-// region, by name, no older than maxAge when it is not zero.
-func (p *ElastiCacheProvider) serverlessCaches(ctx context.Context, id identity, maxAge time.Duration) (map[string]serverlessCache, error) {
+// region, by name, listed from since on when since is not zero.
+func (p *ElastiCacheProvider) serverlessCaches(ctx context.Context, id identity, since time.Time) (map[string]serverlessCache, error) {
 	return listingOf(p.s, listingKey{id, describeServerlessCaches}, (*shared).serverlessCachesSlot, func(ctx context.Context, c *clients) (map[string]serverlessCache, error) {
 		out := map[string]serverlessCache{}
 		pages := elasticache.NewDescribeServerlessCachesPaginator(c.elastiCache, &elasticache.DescribeServerlessCachesInput{MaxResults: awssdk.Int32(100)},
@@ -329,7 +329,7 @@ func (p *ElastiCacheProvider) serverlessCaches(ctx context.Context, id identity,
 				}
 			})
 		return out, err
-	}).get(ctx, maxAge)
+	}).get(ctx, since)
 }
 
 // elastiCacheTags reads the tags of an ElastiCache resource.

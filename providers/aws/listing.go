@@ -89,8 +89,9 @@ type cachedListing[T any] struct {
 	value   T
 	err     error
 	expires time.Time
-	// taken is when value was listed.
-	taken time.Time
+	// taken is when the listing that answered value started, started when
+	// the one in flight did: what AWS holds since may be missing from it.
+	taken, started time.Time
 	// running is closed when the listing in flight ends; nil when none runs.
 	running chan struct{}
 }
@@ -114,48 +115,62 @@ func listingOf[T any](s *Session, key listingKey, slot func(*shared) **cachedLis
 }
 
 // get returns the listing's answer, listing the region again first when the
-// answer has expired or, when maxAge is not zero, is older than maxAge. A
-// cancelled ctx returns a transient error at once; the listing goes on for
-// the callers that come next.
-func (l *cachedListing[T]) get(ctx context.Context, maxAge time.Duration) (T, error) {
-	l.mu.Lock()
-	now := l.s.clock.Now()
-	if l.running == nil && now.Before(l.expires) && (maxAge == 0 || l.err != nil || now.Sub(l.taken) <= maxAge) {
-		v, err := l.value, l.err
-		l.mu.Unlock()
-		return v, err
-	}
-	if l.running == nil {
-		if !l.s.spawn(l.list) {
+// answer has expired or, when since is not zero, was listed by a listing
+// that started before since. A listing already in flight is waited for
+// rather than doubled, and taken when it started late enough: one that
+// started earlier may lack what the caller looks for, which is why it asks
+// for a later answer. A cancelled ctx returns a transient error at once;
+// the listing goes on for the callers that come next.
+func (l *cachedListing[T]) get(ctx context.Context, since time.Time) (T, error) {
+	fresh := func() bool { return since.IsZero() || l.err != nil || !l.taken.Before(since) }
+	for {
+		l.mu.Lock()
+		if l.running == nil && l.s.clock.Now().Before(l.expires) && fresh() {
+			v, err := l.value, l.err
 			l.mu.Unlock()
-			var zero T
-			return zero, errClosed
+			return v, err
 		}
-		// list waits for l.mu, so it sees running set.
-		l.running = make(chan struct{})
+		if l.running == nil {
+			if !l.s.spawn(l.list) {
+				l.mu.Unlock()
+				var zero T
+				return zero, errClosed
+			}
+			// list waits for l.mu, so it sees running and started set.
+			l.running, l.started = make(chan struct{}), l.s.clock.Now()
+		}
+		running := l.running
+		l.mu.Unlock()
+		select {
+		case <-running:
+		case <-ctx.Done():
+			var zero T
+			return zero, providers.Transient(ctx.Err())
+		}
+		// The answer of the listing waited for, whatever its lifetime (a
+		// refusal is not held at all), unless it started too early.
+		l.mu.Lock()
+		if fresh() {
+			v, err := l.value, l.err
+			l.mu.Unlock()
+			return v, err
+		}
+		l.mu.Unlock()
 	}
-	running := l.running
-	l.mu.Unlock()
-	select {
-	case <-running:
-	case <-ctx.Done():
-		var zero T
-		return zero, providers.Transient(ctx.Err())
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.value, l.err
 }
 
 // relistIfMissing returns m when found says it has what a source names;
-// otherwise the listing list gives no older than the recheck period, since
-// what the source names may be newer than m.
+// otherwise the answer of a listing that starts now or later, since what
+// the source names may be newer than m (made a moment before the backend
+// that names it, which m's listing started before), and gone is final
+// until the spec changes. Sources missing at the same time share one such
+// listing: those that ask while it runs, the next.
 func relistIfMissing[M any](ctx context.Context, s *Session, m M, found func(M) bool,
-	list func(context.Context, time.Duration) (M, error)) (M, error) {
+	list func(context.Context, time.Time) (M, error)) (M, error) {
 	if found(m) {
 		return m, nil
 	}
-	return list(ctx, s.fresh())
+	return list(ctx, s.clock.Now())
 }
 
 // hasKey says whether a listing holds key.
@@ -189,7 +204,7 @@ func (l *cachedListing[T]) list() {
 		l.value, l.err, l.expires = zero, err, now.Add(hold)
 	} else {
 		life := time.Duration(float64(l.s.refresh) * (1 - jitter*rand.Float64()))
-		l.value, l.err, l.expires, l.taken = v, nil, now.Add(life), now
+		l.value, l.err, l.expires, l.taken = v, nil, now.Add(life), l.started
 	}
 	close(l.running)
 	l.running = nil

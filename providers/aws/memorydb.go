@@ -57,8 +57,8 @@ func (p *MemoryDBProvider) Resolve(ctx context.Context, req providers.Request) (
 	p.s.use(p.kind, req, append([]listingKey{{t.id, describeMemoryDBClusters}}, tags...)...)
 	c, err := find(ctx, p.s, t, lookup[memoryDBCluster]{
 		field: field + ".clusterName", what: "MemoryDB cluster", name: name,
-		list: func(ctx context.Context, maxAge time.Duration) (map[string]memoryDBCluster, error) {
-			return p.clusters(ctx, t.id, maxAge)
+		list: func(ctx context.Context, since time.Time) (map[string]memoryDBCluster, error) {
+			return p.clusters(ctx, t.id, since)
 		},
 		action: "memorydb:DescribeClusters",
 		tags:   tagReader(p.s, t, tags, field, "memorydb:ListTags", func(c memoryDBCluster) string { return c.arn }, memoryDBTags),
@@ -83,8 +83,8 @@ func (p *MemoryDBProvider) Resolve(ctx context.Context, req providers.Request) (
 }
 
 // clusters is the listing of every MemoryDB cluster of id's region with
-// its shards, by name, no older than maxAge when it is not zero.
-func (p *MemoryDBProvider) clusters(ctx context.Context, id identity, maxAge time.Duration) (map[string]memoryDBCluster, error) {
+// its shards, by name, listed from since on when since is not zero.
+func (p *MemoryDBProvider) clusters(ctx context.Context, id identity, since time.Time) (map[string]memoryDBCluster, error) {
 	return listingOf(p.s, listingKey{id, describeMemoryDBClusters}, (*shared).memoryDBClustersSlot, func(ctx context.Context, c *clients) (map[string]memoryDBCluster, error) {
 		out := map[string]memoryDBCluster{}
 		pages := memorydb.NewDescribeClustersPaginator(c.memoryDB,
@@ -109,7 +109,7 @@ func (p *MemoryDBProvider) clusters(ctx context.Context, id identity, maxAge tim
 				}
 			})
 		return out, err
-	}).get(ctx, maxAge)
+	}).get(ctx, since)
 }
 
 // memoryDBTags reads the tags of a MemoryDB resource.

@@ -102,7 +102,7 @@ func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (provi
 		reads = append(reads, listingKey{id, describeDBClusters})
 	}
 	p.s.use(providers.KindAWSRDS, req, reads...)
-	instances, err := p.instances(ctx, id, 0)
+	instances, err := p.instances(ctx, id, time.Time{})
 	if err != nil {
 		return providers.Result{}, classify(err, field, "rds:DescribeDBInstances", t)
 	}
@@ -149,7 +149,7 @@ func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (provi
 // members are the instances of the cluster src names that have src's role.
 func (p *RDSProvider) members(ctx context.Context, t target, field string, src *v1alpha1.AWSRDSSource, instances map[string]dbInstance) ([]dbInstance, error) {
 	name := strings.ToLower(src.DBClusterIdentifier)
-	clusters, err := p.clusters(ctx, t.id, 0)
+	clusters, err := p.clusters(ctx, t.id, time.Time{})
 	if err == nil {
 		clusters, err = relistIfMissing(ctx, p.s, clusters, hasKey[dbCluster](name), p.listerOfClusters(t.id))
 	}
@@ -204,15 +204,15 @@ func (p *RDSProvider) endpoints(ctx context.Context, field string, i dbInstance,
 }
 
 // listerOfInstances lists the DB instances of id's region.
-func (p *RDSProvider) listerOfInstances(id identity) func(context.Context, time.Duration) (map[string]dbInstance, error) {
-	return func(ctx context.Context, maxAge time.Duration) (map[string]dbInstance, error) {
-		return p.instances(ctx, id, maxAge)
+func (p *RDSProvider) listerOfInstances(id identity) func(context.Context, time.Time) (map[string]dbInstance, error) {
+	return func(ctx context.Context, since time.Time) (map[string]dbInstance, error) {
+		return p.instances(ctx, id, since)
 	}
 }
 
 // instances is the listing of every DB instance of id's region, by
-// identifier, no older than maxAge when it is not zero.
-func (p *RDSProvider) instances(ctx context.Context, id identity, maxAge time.Duration) (map[string]dbInstance, error) {
+// identifier, listed from since on when since is not zero.
+func (p *RDSProvider) instances(ctx context.Context, id identity, since time.Time) (map[string]dbInstance, error) {
 	st := listingOf(p.s, listingKey{id, describeDBInstances}, (*shared).dbInstancesSlot, func(ctx context.Context, c *clients) (map[string]dbInstance, error) {
 		out := map[string]dbInstance{}
 		pages := rds.NewDescribeDBInstancesPaginator(c.rds, &rds.DescribeDBInstancesInput{MaxRecords: awssdk.Int32(100)},
@@ -233,19 +233,19 @@ func (p *RDSProvider) instances(ctx context.Context, id identity, maxAge time.Du
 		})
 		return out, err
 	})
-	return st.get(ctx, maxAge)
+	return st.get(ctx, since)
 }
 
 // listerOfClusters lists the DB clusters of id's region.
-func (p *RDSProvider) listerOfClusters(id identity) func(context.Context, time.Duration) (map[string]dbCluster, error) {
-	return func(ctx context.Context, maxAge time.Duration) (map[string]dbCluster, error) {
-		return p.clusters(ctx, id, maxAge)
+func (p *RDSProvider) listerOfClusters(id identity) func(context.Context, time.Time) (map[string]dbCluster, error) {
+	return func(ctx context.Context, since time.Time) (map[string]dbCluster, error) {
+		return p.clusters(ctx, id, since)
 	}
 }
 
 // clusters is the listing of every DB cluster of id's region, by cluster
-// identifier, no older than maxAge when it is not zero.
-func (p *RDSProvider) clusters(ctx context.Context, id identity, maxAge time.Duration) (map[string]dbCluster, error) {
+// identifier, listed from since on when since is not zero.
+func (p *RDSProvider) clusters(ctx context.Context, id identity, since time.Time) (map[string]dbCluster, error) {
 	st := listingOf(p.s, listingKey{id, describeDBClusters}, (*shared).dbClustersSlot, func(ctx context.Context, c *clients) (map[string]dbCluster, error) {
 		out := map[string]dbCluster{}
 		pages := rds.NewDescribeDBClustersPaginator(c.rds, &rds.DescribeDBClustersInput{MaxRecords: awssdk.Int32(100)},
@@ -264,7 +264,7 @@ func (p *RDSProvider) clusters(ctx context.Context, id identity, maxAge time.Dur
 		})
 		return out, err
 	})
-	return st.get(ctx, maxAge)
+	return st.get(ctx, since)
 }
 
 // tagsOf is an RDS TagList by key.

@@ -312,8 +312,8 @@ func (s *Server) RepeatToken(action string) {
 	s.repeat[action] = true
 }
 
-// Stall makes the requests of action wait, once counted, until release is
-// called or the client gives up, so that a test can act while a listing is
+// Stall makes the requests of action wait, once counted and answered from
+// the state of the moment, until release is called or the client gives up, so that a test can act while a listing is
 // in flight. release may be called more than once; call it before Close,
 // which waits for the requests in flight.
 func (s *Server) Stall(action string) (release func()) {
@@ -466,6 +466,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	fault := s.nextFault(action)
 	stall := s.stalls[action]
 	s.mu.Unlock()
+	// The answer is made as the request arrives, from the state then, and
+	// a stalled request delivers it late: a listing in flight misses what
+	// changes meanwhile, as AWS's does.
+	answer := httptest.NewRecorder()
+	switch {
+	case m == nil:
+		writeError(answer, api.service, "IncompleteSignature", "Authorization header is not a SigV4 (AWS4-HMAC-SHA256) signature")
+	case m[3] != api.service:
+		writeError(answer, api.service, "InvalidSignatureException", fmt.Sprintf("Credential should be scoped to correct service: '%s'.", api.service))
+	case req.version() != api.version:
+		writeError(answer, api.service, "InvalidParameterValue", fmt.Sprintf("Version %q is not %s", req.version(), api.version))
+	case fault != "":
+		writeError(answer, api.service, fault, faultMessage(fault, action))
+	default:
+		s.answer(answer, action, accessKey, req)
+	}
 	if stall != nil {
 		select {
 		case <-stall:
@@ -473,18 +489,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	switch {
-	case m == nil:
-		writeError(w, api.service, "IncompleteSignature", "Authorization header is not a SigV4 (AWS4-HMAC-SHA256) signature")
-	case m[3] != api.service:
-		writeError(w, api.service, "InvalidSignatureException", fmt.Sprintf("Credential should be scoped to correct service: '%s'.", api.service))
-	case req.version() != api.version:
-		writeError(w, api.service, "InvalidParameterValue", fmt.Sprintf("Version %q is not %s", req.version(), api.version))
-	case fault != "":
-		writeError(w, api.service, fault, faultMessage(fault, action))
-	default:
-		s.answer(w, action, accessKey, req)
-	}
+	maps.Copy(w.Header(), answer.Header())
+	w.WriteHeader(answer.Code)
+	_, _ = w.Write(answer.Body.Bytes())
 }
 
 // nextFault pops the fault injected for action, if any; s.mu is held.
