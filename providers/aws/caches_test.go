@@ -211,7 +211,10 @@ func TestRelistWaitsForALateEnoughListing(t *testing.T) {
 	t.Cleanup(release)
 	e.fake.ResetCalls()
 	done := make(chan error, 1)
-	go func() { _, err := p.Resolve(context.Background(), asked(old, "a", awsConnection("a", "", e.fake.URL))); done <- err }()
+	go func() {
+		_, err := p.Resolve(context.Background(), asked(old, "a", awsConnection("a", "", e.fake.URL)))
+		done <- err
+	}()
 	waited := time.Now()
 	for e.fake.Calls(awstest.DescribeReplicationGroups) == 0 && time.Since(waited) < 10*time.Second {
 		time.Sleep(time.Millisecond)

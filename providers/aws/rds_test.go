@@ -2,8 +2,8 @@ package aws_test
 
 import (
 	"fmt"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
