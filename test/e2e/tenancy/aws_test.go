@@ -119,3 +119,60 @@ func TestAWSAccounts(t *testing.T) {
 	}
 	t.Logf("calls: %v", fmt.Sprint(fake.Scopes()))
 }
+
+// TestCacheConsentTag: an ElastiCache replication group and a MemoryDB
+// cluster tagged backendslice.io/namespaces=<payments> are published
+// through a BackendProvider with that consent tag in payments, and refused
+// in web (admitted by the provider: the refusal is the owners') with
+// AccessDenied naming the cache, the tag and the namespace; web publishes
+// nothing. The tags are read with ListTagsForResource and ListTags, as
+// AWS lists no tags with caches.
+func TestCacheConsentTag(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	payments := newNamespace(t, "payments", nil)
+	web := newNamespace(t, "web", nil)
+	consent := map[string]string{v1alpha1.DefaultConsentTag: payments}
+	group, cluster := "orders-"+payments, "ledger-"+payments
+	fake.PutCacheCluster(awstest.CacheCluster{ID: group + "-001", Status: "available", Engine: "valkey", ReplicationGroup: group,
+		Nodes: []awstest.CacheNode{{ID: "0001", Status: "available", Address: group + "-001.abc123.0001.euw1.cache.amazonaws.com",
+			Port: 6379, IPs: []string{"192.0.2.95"}, Zone: region + "a"}}})
+	fake.PutReplicationGroup(awstest.ReplicationGroup{ID: group, Status: "available", Tags: consent,
+		Shards: []awstest.Shard{{ID: "0001", Members: []awstest.ShardMember{{CacheCluster: group + "-001", Primary: true}}}}})
+	fake.PutMemoryDBCluster(awstest.MemoryDBCluster{Name: cluster, Status: "available", Tags: consent, Shards: []awstest.MemoryDBShard{{
+		Name: "0001", Nodes: []awstest.MemoryDBNode{{Name: cluster + "-0001-001", Status: "available", Port: 6379,
+			Address: cluster + "-0001-001.abc123.memorydb." + region + ".amazonaws.com", IPs: []string{"192.0.2.96"}, Zone: region + "b"}},
+	}}})
+	bp := uniqueName(payments, "caches")
+	createProvider(t, bp, admits("", payments, web), awsSpec(fake.URL, "", v1alpha1.DefaultConsentTag))
+	waitProviderStatus(t, bp, "aws", metav1.ConditionTrue, v1alpha1.ReasonProviderReady)
+	groupSource := v1alpha1.Source{Name: "cache", ProviderRef: ref(bp), AWSElastiCache: &v1alpha1.AWSElastiCacheSource{
+		Region: region, ReplicationGroupID: group, Role: v1alpha1.AWSCacheRolePrimary}}
+	clusterSource := v1alpha1.Source{Name: "mdb", ProviderRef: ref(bp), AWSMemoryDB: &v1alpha1.AWSMemoryDBSource{Region: region, ClusterName: cluster}}
+
+	for _, c := range []struct {
+		name string
+		src  v1alpha1.Source
+		addr string
+		what string
+	}{
+		{"orders", groupSource, "192.0.2.95", "replication group " + group},
+		{"ledger", clusterSource, "192.0.2.96", "MemoryDB cluster " + cluster},
+	} {
+		admitted := backend(payments, c.name, nil, c.src)
+		refused := backend(web, c.name, nil, c.src)
+		framework.Create(t, admitted)
+		framework.Create(t, refused)
+		waitStates(t, payments, c.name, statesOf(ready, c.addr))
+		framework.WaitReady(t, admitted)
+		parts := []string{c.what, "no tag " + v1alpha1.DefaultConsentTag + " naming namespace " + web}
+		waitConditions(t, refused, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied, parts...)
+		waitEvent(t, refused, corev1.EventTypeWarning, v1alpha1.ReasonAccessDenied, parts...)
+		waitStates(t, web, c.name, map[string]string{})
+	}
+	for _, action := range []string{awstest.ListTagsForResource, awstest.ListTags} {
+		if n := fake.CallsBy(action, controllerKey); n == 0 {
+			t.Errorf("no %s call: the consent tag was not read", action)
+		}
+	}
+}
