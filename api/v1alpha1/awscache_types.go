@@ -22,7 +22,7 @@ const (
 // to its addresses (or the name itself with FQDN), with its port and
 // availability zone.
 // +kubebuilder:validation:XValidation:rule="[has(self.replicationGroupID), has(self.cacheClusterID), has(self.serverlessCacheName)].filter(x, x).size() == 1",message="spec.sources[].awsElastiCache: set exactly one of replicationGroupID, cacheClusterID, serverlessCacheName"
-// +kubebuilder:validation:XValidation:rule="!has(self.role) || self.role == 'all' || has(self.replicationGroupID) || has(self.serverlessCacheName)",message="spec.sources[].awsElastiCache.role: primary and readers select nodes of a replication group or a serverless cache's endpoints; a cache cluster's nodes have no roles, remove role"
+// +kubebuilder:validation:XValidation:rule="!has(self.cacheClusterID) || !has(self.role) || self.role == 'all'",message="spec.sources[].awsElastiCache.role: primary and readers select nodes of a replication group or a serverless cache's endpoints; a cache cluster's nodes have no roles, remove role"
 type AWSElastiCacheSource struct {
 	// region of the cache, for example eu-west-1.
 	// +required

@@ -28,6 +28,15 @@ const (
 	ec2OneOf          = "spec.sources[].awsEC2: set exactly one of instanceIDs, tags"
 	ec2Tags           = "spec.sources[].awsEC2.tags: tag keys are 1 to 128 characters and values at most 256 (AWS's limits)"
 	ec2Region         = "spec.sources[].awsEC2.region: not an AWS region name such as eu-west-1, us-gov-west-1 or cn-north-1"
+	cacheOneOf        = "spec.sources[].awsElastiCache: set exactly one of replicationGroupID, cacheClusterID, serverlessCacheName"
+	cacheGroupEmpty   = "spec.sources[].awsElastiCache.replicationGroupID: an empty identifier selects every replication group in the region; name one"
+	cacheGroup        = "spec.sources[].awsElastiCache.replicationGroupID: a replication group ID is 1 to 40 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
+	cacheCluster      = "spec.sources[].awsElastiCache.cacheClusterID: a cache cluster ID is 1 to 50 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
+	cacheServerless   = "spec.sources[].awsElastiCache.serverlessCacheName: an empty name selects every serverless cache in the region; name one"
+	cacheRole         = "spec.sources[].awsElastiCache.role: primary and readers select nodes of a replication group or a serverless cache's endpoints; a cache cluster's nodes have no roles, remove role"
+	cacheRegion       = "spec.sources[].awsElastiCache.region: not an AWS region name such as eu-west-1, us-gov-west-1 or cn-north-1"
+	memoryDBEmpty     = "spec.sources[].awsMemoryDB.clusterName: an empty name selects no cluster; name one"
+	memoryDBName      = "spec.sources[].awsMemoryDB.clusterName: a MemoryDB cluster name is 1 to 40 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
 	rdsInstanceEmpty  = "spec.sources[].awsRDS.dbInstanceIdentifier: an empty identifier selects every DB instance in the region; name one, or use dbClusterIdentifier or tags"
 	rdsClusterEmpty   = "spec.sources[].awsRDS.dbClusterIdentifier: an empty identifier selects every DB cluster in the region; name one, or use dbInstanceIdentifier or tags"
 	rdsTagsEmpty      = "spec.sources[].awsRDS.tags: an empty map selects every instance in the region; name at least one tag or use dbInstanceIdentifier or dbClusterIdentifier"
@@ -69,6 +78,8 @@ const (
 	addr0   = "spec.sources[0].static.endpoints[0].address"
 	ec2     = "spec.sources[0].awsEC2"
 	rds     = "spec.sources[0].awsRDS"
+	cache   = "spec.sources[0].awsElastiCache"
+	mdb     = "spec.sources[0].awsMemoryDB"
 	consul  = "spec.sources[0].consul"
 	dnsName = "spec.sources[0].dns.name"
 )
@@ -176,6 +187,12 @@ var refusedSpecs = []struct {
 	{"rds empty tags", one("awsRDS", `{"region":"eu-west-1","tags":{}}`), []cause{{rds + ".tags", rdsTagsEmpty}}},
 	{"rds selects nothing", one("awsRDS", `{"region":"eu-west-1","role":"writer"}`), []cause{{rds, rdsOneOf}}},
 	{"rds identifier and tags", one("awsRDS", `{"region":"eu-west-1","dbInstanceIdentifier":"orders","tags":{"app":"orders"}}`), []cause{{rds, rdsOneOf}}},
+	{"cache selects nothing", one("awsElastiCache", `{"region":"eu-west-1","role":"primary"}`), []cause{{cache, cacheOneOf}}},
+	{"cache group and cluster", one("awsElastiCache", `{"region":"eu-west-1","replicationGroupID":"orders","cacheClusterID":"orders-001"}`), []cause{{cache, cacheOneOf}}},
+	{"cache empty group", one("awsElastiCache", `{"region":"eu-west-1","replicationGroupID":""}`), []cause{{cache + ".replicationGroupID", cacheGroupEmpty}}},
+	{"cache empty serverless name", one("awsElastiCache", `{"region":"eu-west-1","serverlessCacheName":""}`), []cause{{cache + ".serverlessCacheName", cacheServerless}}},
+	{"memorydb empty cluster", one("awsMemoryDB", `{"region":"eu-west-1","clusterName":""}`), []cause{{mdb + ".clusterName", memoryDBEmpty}}},
+	{"cache cluster with a role", one("awsElastiCache", `{"region":"eu-west-1","cacheClusterID":"sessions","role":"primary"}`), []cause{{cache, cacheRole}}},
 
 	// AWS names.
 	{"ec2 region without number", one("awsEC2", `{"region":"eu-west","tags":{"app":"web"}}`), []cause{{ec2 + ".region", ec2Region}}},
@@ -190,6 +207,11 @@ var refusedSpecs = []struct {
 	{"rds identifier with an underscore", one("awsRDS", `{"region":"eu-west-1","dbInstanceIdentifier":"orders_db"}`), []cause{{rds + ".dbInstanceIdentifier", rdsInstance}}},
 	{"rds identifier with a double hyphen", one("awsRDS", `{"region":"eu-west-1","dbInstanceIdentifier":"orders--db"}`), []cause{{rds + ".dbInstanceIdentifier", rdsInstance}}},
 	{"rds cluster identifier ending in a hyphen", one("awsRDS", `{"region":"eu-west-1","dbClusterIdentifier":"orders-"}`), []cause{{rds + ".dbClusterIdentifier", rdsCluster}}},
+	{"cache group starting with a digit", one("awsElastiCache", `{"region":"eu-west-1","replicationGroupID":"1orders"}`), []cause{{cache + ".replicationGroupID", cacheGroup}}},
+	{"cache group with a double hyphen", one("awsElastiCache", `{"region":"eu-west-1","replicationGroupID":"orders--a"}`), []cause{{cache + ".replicationGroupID", cacheGroup}}},
+	{"cache cluster with a dot", one("awsElastiCache", `{"region":"eu-west-1","cacheClusterID":"sessions.a"}`), []cause{{cache + ".cacheClusterID", cacheCluster}}},
+	{"cache region of a host", one("awsElastiCache", `{"region":"169.254.169.254","serverlessCacheName":"lru"}`), []cause{{cache + ".region", cacheRegion}}},
+	{"memorydb cluster ending in a hyphen", one("awsMemoryDB", `{"region":"eu-west-1","clusterName":"ledger-"}`), []cause{{mdb + ".clusterName", memoryDBName}}},
 	{"ec2 tag key of 129 characters", one("awsEC2", `{"region":"eu-west-1","tags":{"`+strings.Repeat("k", 129)+`":"v"}}`), []cause{{ec2 + ".tags", ec2Tags}}},
 	{"rds tag value of 257 characters", one("awsRDS", `{"region":"eu-west-1","tags":{"app":"`+strings.Repeat("v", 257)+`"}}`), []cause{{rds + ".tags", rdsTags}}},
 	{"rds empty tag key", one("awsRDS", `{"region":"eu-west-1","tags":{"":"orders"}}`), []cause{{rds + ".tags", rdsTags}}},
@@ -291,6 +313,11 @@ var acceptedSpecs = []struct{ name, spec string }{
 		{"name":"ap","awsRDS":{"region":"ap-southeast-5","dbClusterIdentifier":"Aurora1","role":"writer"}},
 		{"name":"iso","awsRDS":{"region":"us-isob-east-1","tags":{"app":"orders","aws:cloudformation:stack-name":""}}},
 		{"name":"eusc","awsEC2":{"region":"eusc-de-east-1","tags":{"app":"web"}}}]}`},
+	{"caches", `{"sources":[
+		{"name":"group","awsElastiCache":{"region":"eu-west-1","replicationGroupID":"Orders-1","role":"readers"}},
+		{"name":"memcached","awsElastiCache":{"region":"eu-west-1","cacheClusterID":"sessions-0001-001"}},
+		{"name":"serverless","awsElastiCache":{"region":"us-gov-west-1","serverlessCacheName":"lru","role":"readers"}},
+		{"name":"memorydb","awsMemoryDB":{"region":"eu-west-1","clusterName":"ledger"}}]}`},
 	{"consul names", consulOf(`,"datacenter":"dc_1-east","namespace":"team-a","partition":"default",` +
 		`"tags":["primary","v=2","zone:a","v1.2_x"],"nodeMeta":{"rack":"r1","zone_id":"a:b/c"},"zoneMetaKey":"zone"`)},
 	{"consul service with dots and underscores", one("consul", `{"service":"web.v2_api-1"}`)},
