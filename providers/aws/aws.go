@@ -108,7 +108,8 @@ type Resolver interface {
 type Options struct {
 	// AllowedRoleARNs are the roles a source's assumeRoleARN may name.
 	AllowedRoleARNs []string
-	// EndpointURL, when set, is the base endpoint of the RDS and EC2 clients
+	// EndpointURL, when set, is the base endpoint of the RDS, EC2,
+	// ElastiCache and MemoryDB clients
 	// (a VPC endpoint, or a test server) of the sources that name no
 	// BackendProvider.
 	EndpointURL string
@@ -136,11 +137,11 @@ type Options struct {
 // BindFlags registers the --aws-* flags of the controller on fs.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.AllowedRoleARNs, "aws-allowed-role-arns", nil,
-		"IAM role ARNs that awsRDS and awsEC2 sources may name in assumeRoleARN (default: none, every source uses the controller's own credentials)")
+		"IAM role ARNs that awsRDS, awsEC2, awsElastiCache and awsMemoryDB sources may name in assumeRoleARN (default: none, every source uses the controller's own credentials)")
 	fs.StringVar(&o.EndpointURL, "aws-endpoint-url", "",
-		"base URL of the RDS and EC2 APIs, for VPC endpoints (default: the region's public endpoint)")
+		"base URL of the RDS, EC2, ElastiCache and MemoryDB APIs, for VPC endpoints (default: the region's public endpoint)")
 	fs.DurationVar(&o.RefreshInterval, "aws-refresh-interval", DefaultRefreshInterval,
-		"how often each region's RDS and EC2 listing is refreshed; all backends share it")
+		"how often each region's RDS, EC2, ElastiCache and MemoryDB listings are refreshed; all backends share them")
 	fs.IntVar(&o.MaxAttempts, "aws-max-attempts", DefaultMaxAttempts,
 		"attempts of one AWS call when it is throttled or the network fails")
 	fs.DurationVar(&o.MaxBackoff, "aws-max-backoff", DefaultMaxBackoff,
