@@ -81,6 +81,14 @@ func newChurner(t *testing.T, rng *rand.Rand, ns, p string) *churner {
 	}
 	rdsID := p + "-db"
 	w.putRDS(awstest.DBInstance{Identifier: rdsID, Status: "available", Address: ip4(1, 200), IPs: []string{ip4(1, 200)}, Port: 5432, Zone: awsRegion + "b", NetworkType: "IPV4"})
+	cacheID := p + "-cache"
+	var cacheMembers []awstest.CacheCluster
+	for i := range 3 {
+		id := fmt.Sprintf("%s-%03d", cacheID, i+1)
+		cacheMembers = append(cacheMembers, awstest.CacheCluster{ID: id, Status: "available", Engine: "valkey", ReplicationGroup: cacheID,
+			Nodes: []awstest.CacheNode{{ID: "0001", Status: "available", Address: ip4(1, 210+i), IPs: []string{ip4(1, 210+i)}, Port: 6379, Zone: awsRegion + "a"}}})
+	}
+	w.putCacheGroup(cacheID, cacheMembers...)
 
 	staticAddrs := []string{ip4(0, 0), ip4(0, 1), ip4(0, 2), ip6(1, 0), ip6(1, 1)}
 	var bigAddrs []string
@@ -98,6 +106,8 @@ func newChurner(t *testing.T, rng *rand.Rand, ns, p string) *churner {
 			replica.StaticSource("pinned", ip4(1, 10)), replica.DNSSource("name", dnsMixed), replica.ConsulSource("catalog", consulMixed)),
 		replica.Backend(ns, p+"-ec2", 2*time.Second, ec2Source("vms", ec2Tags)),
 		replica.Backend(ns, p+"-rds", 2*time.Second, rdsSource("db", rdsID)),
+		replica.Backend(ns, p+"-cache-writer", 0, cacheSource("cache", cacheID, v1alpha1.AWSCacheRolePrimary)),
+		replica.Backend(ns, p+"-cache-readers", 2*time.Second, cacheSource("cache", cacheID, v1alpha1.AWSCacheRoleReaders)),
 		big,
 	} {
 		w.createBackend(t, xb)
@@ -242,6 +252,17 @@ func newChurner(t *testing.T, rng *rand.Rand, ns, p string) *churner {
 		{"RDS instance rebooted", 1, func() {
 			w.setRDSStatus(rdsID, map[bool]string{true: "rebooting", false: "available"}[w.rdsStatus(rdsID) == "available"])
 		}},
+		{"ElastiCache failover", 2, func() {
+			w.failoverCache(cacheID, cacheMembers[c.rng.IntN(len(cacheMembers))].ID)
+		}},
+		{"ElastiCache node rebooted", 1, func() {
+			id := cacheMembers[c.rng.IntN(len(cacheMembers))].ID
+			if w.cacheStatus(id) == "available" {
+				w.setCacheStatus(id, "rebooting cluster nodes", "rebooting")
+			} else {
+				w.setCacheStatus(id, "available", "available")
+			}
+		}},
 	}
 	return c
 }
@@ -334,6 +355,12 @@ func (w *world) consulStatus(service, id string) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.consul[service][id].status
+}
+
+func (w *world) cacheStatus(id string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.caches[id].Status
 }
 
 func (w *world) rdsStatus(id string) string {

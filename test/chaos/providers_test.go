@@ -53,6 +53,14 @@ func TestProvidersDownAcrossRestart(t *testing.T) {
 	w.putEC2(awstest.EC2Instance{ID: "i-down-0", State: "running", PrivateIP: ip4(0, 200), IPv6: ip6(3, 200), Tags: tags})
 	w.putEC2(awstest.EC2Instance{ID: "i-down-1", State: "pending", PrivateIP: ip4(0, 201), Tags: tags})
 	w.putRDS(awstest.DBInstance{Identifier: rdsID, Status: "available", Address: ip4(1, 210), IPs: []string{ip4(1, 210)}, Port: 5432, NetworkType: "IPV4"})
+	cacheID := "down-cache"
+	var cacheMembers []awstest.CacheCluster
+	for i := range 2 {
+		id := fmt.Sprintf("%s-%03d", cacheID, i+1)
+		cacheMembers = append(cacheMembers, awstest.CacheCluster{ID: id, Status: "available", Engine: "valkey", ReplicationGroup: cacheID,
+			Nodes: []awstest.CacheNode{{ID: "0001", Status: "available", Address: ip4(1, 220+i), IPs: []string{ip4(1, 220+i)}, Port: 6379}}})
+	}
+	w.putCacheGroup(cacheID, cacheMembers...)
 	for _, xb := range []struct {
 		name string
 		src  v1alpha1.Source
@@ -61,6 +69,7 @@ func TestProvidersDownAcrossRestart(t *testing.T) {
 		{"down-consul", replica.ConsulSource("catalog", consulSvc)},
 		{"down-ec2", ec2Source("vms", tags)},
 		{"down-rds", rdsSource("db", rdsID)},
+		{"down-cache", cacheSource("cache", cacheID, v1alpha1.AWSCacheRolePrimary)},
 	} {
 		w.createBackend(t, replica.Backend(ns, xb.name, downDrain, xb.src))
 	}
@@ -74,7 +83,8 @@ func TestProvidersDownAcrossRestart(t *testing.T) {
 			env.aws.ClearFaults()
 			return
 		}
-		for _, action := range []string{awstest.DescribeDBInstances, awstest.DescribeDBClusters, awstest.DescribeInstances} {
+		for _, action := range []string{awstest.DescribeDBInstances, awstest.DescribeDBClusters, awstest.DescribeInstances,
+			awstest.DescribeReplicationGroups, awstest.DescribeCacheClusters} {
 			env.aws.Fail(action, "AccessDenied", -1)
 		}
 	}
@@ -166,6 +176,7 @@ func TestProvidersDownAcrossRestart(t *testing.T) {
 		w.setEC2State("i-down-1", "running")
 		w.putEC2(awstest.EC2Instance{ID: fmt.Sprintf("i-down-n%d", n), State: "running", PrivateIP: ip4(0, 210+n), Tags: tags})
 		w.setRDSStatus(rdsID, map[bool]string{true: "rebooting", false: "available"}[n%2 == 0])
+		w.failoverCache(cacheID, cacheMembers[(n+1)%len(cacheMembers)].ID)
 		r.RequireRunning()
 		convergeEach(t, at(upAt), faultOf, ns)
 		// The next round starts from the same instances.

@@ -66,6 +66,8 @@ type world struct {
 	consul   map[string]map[string]consulInstance // service -> instance ID -> instance
 	ec2      map[string]awstest.EC2Instance       // instance ID -> instance
 	rds      map[string]awstest.DBInstance        // identifier -> instance
+	groups   map[string]awstest.ReplicationGroup  // ElastiCache replication group ID -> group
+	caches   map[string]awstest.CacheCluster      // cache cluster ID -> cluster (a group's member)
 	specs    map[types.NamespacedName]*v1alpha1.ExternalBackend
 	// vanished is when each endpoint that a backend's sources no longer
 	// report stopped being reported: it may drain until then plus its
@@ -85,6 +87,8 @@ func newWorld(served map[corev1.IPFamily]bool) *world {
 		consul:    map[string]map[string]consulInstance{},
 		ec2:       map[string]awstest.EC2Instance{},
 		rds:       map[string]awstest.DBInstance{},
+		groups:    map[string]awstest.ReplicationGroup{},
+		caches:    map[string]awstest.CacheCluster{},
 		specs:     map[types.NamespacedName]*v1alpha1.ExternalBackend{},
 		vanished:  map[types.NamespacedName]map[string]time.Time{},
 		conflicts: map[types.NamespacedName]bool{},
@@ -177,6 +181,22 @@ func (w *world) expectedLocked(xb *v1alpha1.ExternalBackend) map[string]want {
 				}
 				add("awsEC2 "+id, i.PrivateIP, i.State == "running")
 				add("awsEC2 "+id, i.IPv6, i.State == "running")
+			}
+		case s.AWSElastiCache != nil:
+			g := w.groups[s.AWSElastiCache.ReplicationGroupID]
+			for _, sh := range g.Shards {
+				for _, m := range sh.Members {
+					role := s.AWSElastiCache.Role
+					if (role == v1alpha1.AWSCacheRolePrimary && !m.Primary) || (role == v1alpha1.AWSCacheRoleReaders && m.Primary) {
+						continue
+					}
+					c := w.caches[m.CacheCluster]
+					for _, n := range c.Nodes {
+						for _, ip := range n.IPs {
+							add("awsElastiCache "+c.ID, ip, g.Status == "available" && c.Status == "available" && n.Status == "available")
+						}
+					}
+				}
 			}
 		case s.AWSRDS != nil:
 			if i, ok := w.rds[s.AWSRDS.DBInstanceIdentifier]; ok {
@@ -484,6 +504,53 @@ func (w *world) putRDS(i awstest.DBInstance) {
 	})
 }
 
+// putCacheGroup adds an ElastiCache replication group of one shard, one
+// member cache cluster for each of clusters (the first the primary). Its
+// nodes' endpoint addresses are IPs written as literals, as putRDS's are.
+func (w *world) putCacheGroup(id string, clusters ...awstest.CacheCluster) {
+	w.change(func() {
+		g := awstest.ReplicationGroup{ID: id, Status: "available", Shards: []awstest.Shard{{ID: "0001"}}}
+		for k, c := range clusters {
+			env.aws.PutCacheCluster(c)
+			w.caches[c.ID] = c
+			g.Shards[0].Members = append(g.Shards[0].Members, awstest.ShardMember{CacheCluster: c.ID, Primary: k == 0})
+		}
+		env.aws.PutReplicationGroup(g)
+		w.groups[id] = g
+	})
+}
+
+// failoverCache makes cluster the primary of group's shard.
+func (w *world) failoverCache(group, cluster string) {
+	w.change(func() {
+		env.aws.FailoverShard(group, "0001", cluster)
+		g := w.groups[group]
+		members := slices.Clone(g.Shards[0].Members)
+		for k := range members {
+			members[k].Primary = members[k].CacheCluster == cluster
+		}
+		g.Shards = []awstest.Shard{{ID: "0001", Members: members}}
+		w.groups[group] = g
+	})
+}
+
+// setCacheStatus sets the status of a cache cluster and of its nodes.
+func (w *world) setCacheStatus(id, cluster, node string) {
+	w.change(func() {
+		set := func(c *awstest.CacheCluster) {
+			c.Status = cluster
+			c.Nodes = slices.Clone(c.Nodes)
+			for k := range c.Nodes {
+				c.Nodes[k].Status = node
+			}
+		}
+		env.aws.UpdateCacheCluster(id, set)
+		c := w.caches[id]
+		set(&c)
+		w.caches[id] = c
+	})
+}
+
 // setRDSStatus changes the status of an RDS instance.
 func (w *world) setRDSStatus(id, status string) {
 	w.change(func() {
@@ -498,6 +565,10 @@ func (w *world) setRDSStatus(id, status string) {
 
 func ec2Source(name string, tags map[string]string) v1alpha1.Source {
 	return v1alpha1.Source{Name: name, AWSEC2: &v1alpha1.AWSEC2Source{Region: awsRegion, Tags: tags}}
+}
+
+func cacheSource(name, group string, role v1alpha1.AWSCacheRole) v1alpha1.Source {
+	return v1alpha1.Source{Name: name, AWSElastiCache: &v1alpha1.AWSElastiCacheSource{Region: awsRegion, ReplicationGroupID: group, Role: role}}
 }
 
 func rdsSource(name, id string) v1alpha1.Source {
