@@ -51,7 +51,11 @@ const (
 type failoverCase struct {
 	name string
 	// how says what the failure is, for the report.
-	how     string
+	how string
+	// reaches are the hosts the Service reaches before the failure (and
+	// after the recovery); nil is all three. A failure moves traffic off
+	// the flipper either way.
+	reaches []string
 	backend func(ns string) *v1alpha1.ExternalBackend
 	fail    func(t *testing.T, xb *v1alpha1.ExternalBackend)
 	restore func(t *testing.T, xb *v1alpha1.ExternalBackend)
@@ -107,6 +111,33 @@ func failoverCases() []failoverCase {
 			},
 		},
 		{
+			name: "AWS ElastiCache", how: "the primary fails over to a replica: the Service of the group's primary moves (wire-level fake; listed every " + awsRefresh.String() + ")",
+			reaches: []string{flipper},
+			backend: func(ns string) *v1alpha1.ExternalBackend {
+				group := groupID(ns)
+				g := awstest.ReplicationGroup{ID: group, Status: "available", Shards: []awstest.Shard{{ID: "0001"}}}
+				// The flipper is the primary; the others its replicas.
+				for k, h := range all {
+					id := memberID(group, h)
+					ec2.PutCacheCluster(awstest.CacheCluster{ID: id, Status: "available", Engine: "valkey", ReplicationGroup: group,
+						Nodes: []awstest.CacheNode{{ID: "0001", Status: "available", Address: id + ".lab.cache.example",
+							Port: echoPort, IPs: []string{hosts[h].Addr4.String()}, Zone: "eu-west-1a"}}})
+					g.Shards[0].Members = append(g.Shards[0].Members, awstest.ShardMember{CacheCluster: id, Primary: k == 0})
+				}
+				ec2.PutReplicationGroup(g)
+				return sourceBackend(ns, v1alpha1.Source{Name: "cache", AWSElastiCache: &v1alpha1.AWSElastiCacheSource{
+					Region: "eu-west-1", ReplicationGroupID: group, Role: v1alpha1.AWSCacheRolePrimary}})
+			},
+			fail: func(_ *testing.T, xb *v1alpha1.ExternalBackend) {
+				group := groupID(xb.Namespace)
+				ec2.FailoverShard(group, "0001", memberID(group, stayers[0]))
+			},
+			restore: func(_ *testing.T, xb *v1alpha1.ExternalBackend) {
+				group := groupID(xb.Namespace)
+				ec2.FailoverShard(group, "0001", memberID(group, flipper))
+			},
+		},
+		{
 			name: "Static", how: "a spec edit marks the endpoint Unhealthy",
 			backend: func(ns string) *v1alpha1.ExternalBackend {
 				xb := staticBackend(ns, endpoints(ipv4, flipper, ""), endpoints(ipv4, "a1", ""), endpoints(ipv4, "b1", ""))
@@ -148,6 +179,13 @@ func instanceID(ns, h string) string {
 	return fmt.Sprintf("i-%017x", sum)
 }
 
+// groupID is the replication group of the test in ns: at most 40
+// characters, unique per namespace.
+func groupID(ns string) string { return "rg-" + strings.TrimPrefix(instanceID(ns, "group"), "i-") }
+
+// memberID is the cache cluster of host h in group.
+func memberID(group, h string) string { return group + "-" + h }
+
 func check(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -167,12 +205,16 @@ func TestFailover(t *testing.T) {
 			ns := framework.Namespace(t)
 			xb := fc.backend(ns)
 			framework.Create(t, xb)
-			framework.WaitStates(t, ns, xb.Name, states(ipv4, ready, append([]string{flipper}, stayers...)...))
+			reaches := fc.reaches
+			if reaches == nil {
+				reaches = append([]string{flipper}, stayers...)
+			}
+			framework.WaitStates(t, ns, xb.Name, states(ipv4, ready, reaches...))
 			addr := netlab.HostPort(clusterIPs(t, xb)[0], 80)
 			history := watchSlices(t, ns)
 			r := failoverResult{name: fc.name, how: fc.how}
 			for i := range *flips {
-				waitReaches(t, "tcp", addr, append([]string{flipper}, stayers...)...)
+				waitReaches(t, "tcp", addr, reaches...)
 				time.Sleep(syncGap)
 				start := time.Now()
 				fc.fail(t, xb)

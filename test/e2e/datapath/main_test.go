@@ -85,7 +85,7 @@ func run(m *testing.M) int {
 	return framework.RunWithLab(m, framework.Options{Providers: newProviders}, startLab)
 }
 
-// newProviders are the four kinds of source a failover is measured for.
+// newProviders are the kinds of source a failover is measured for.
 func newProviders(w providers.Waker) ([]providers.Provider, error) {
 	d, err := dns.New(dns.Options{
 		Resolvers: []string{dnsServer.Addr}, QueryTimeout: 500 * time.Millisecond,
@@ -102,7 +102,7 @@ func newProviders(w providers.Waker) ([]providers.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []providers.Provider{static.New(), d, c, a.EC2()}, nil
+	return []providers.Provider{static.New(), d, c, a.EC2(), a.ElastiCache()}, nil
 }
 
 // startLab adds the hosts to the lab, and starts kube-proxy and CoreDNS
