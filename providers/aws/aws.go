@@ -422,6 +422,17 @@ func hostname(name string) string {
 	return ""
 }
 
+// tagMap is a list of AWS tags (each service has a Tag type of its own,
+// all with a Key and a Value) by key; kv reads one.
+func tagMap[T any](list []T, kv func(T) (key, value *string)) map[string]string {
+	out := make(map[string]string, len(list))
+	for _, t := range list {
+		k, v := kv(t)
+		out[awssdk.ToString(k)] = awssdk.ToString(v)
+	}
+	return out
+}
+
 // hasTags tells whether have carries every tag of want.
 func hasTags(have, want map[string]string) bool {
 	for k, v := range want {

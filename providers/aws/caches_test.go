@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/test/awstest"
 )
 
@@ -139,32 +140,11 @@ func TestCost500CacheBackends(t *testing.T) {
 					memoryDBSource(mdb))
 			}
 
-			const period, step = 10 * time.Minute, time.Second
-			start := e.clock.Now()
-			due := make([]time.Time, len(sources))
-			for k := range due {
-				due[k] = start.Add(time.Duration(k) * interval / time.Duration(len(sources)))
-			}
-			resolves := 0
-			for now := start; now.Before(start.Add(period)); now = now.Add(step) {
-				e.clock.SetTime(now)
-				for k, src := range sources {
-					if now.Before(due[k]) {
-						continue
-					}
-					req := asked(src, "team", conn)
-					req.Backend = fmt.Sprintf("backend-%03d", k)
-					res, err := providerOf(e, src).Resolve(context.Background(), req)
-					if err != nil {
-						t.Fatalf("%s: %v", req.Backend, err)
-					}
-					if len(res.Endpoints) == 0 {
-						t.Fatalf("%s: no endpoints", req.Backend)
-					}
-					resolves++
-					due[k] = now.Add(res.RefreshAfter)
-				}
-			}
+			resolves := simulate(t, e, sources, func(k int, src v1alpha1.Source) providers.Request {
+				req := asked(src, "team", conn)
+				req.Backend = fmt.Sprintf("backend-%03d", k)
+				return req
+			})
 			calls := map[string]int{}
 			for _, a := range []string{awstest.DescribeReplicationGroups, awstest.DescribeCacheClusters, awstest.DescribeServerlessCaches,
 				awstest.DescribeClusters, awstest.ListTagsForResource, awstest.ListTags} {

@@ -13,6 +13,45 @@ import (
 	"github.com/backendslice/backendslice/test/awstest"
 )
 
+// period is how long the cost tests run the backends, in simulated time.
+const period = 10 * time.Minute
+
+// simulate resolves each source as a backend of its own, each again when
+// its Result.RefreshAfter says, as the controller requeues them, for
+// period in steps of a second of e's clock; the backends arrive spread
+// over the first refresh interval. request makes the request of the k-th
+// source. It returns how many resolves it made; a failure or an empty
+// answer fails the test.
+func simulate(t *testing.T, e *env, sources []v1alpha1.Source, request func(k int, src v1alpha1.Source) providers.Request) int {
+	t.Helper()
+	const step = time.Second
+	start := e.clock.Now()
+	due := make([]time.Time, len(sources))
+	for k := range due {
+		due[k] = start.Add(time.Duration(k) * interval / time.Duration(len(sources)))
+	}
+	resolves := 0
+	for now := start; now.Before(start.Add(period)); now = now.Add(step) {
+		e.clock.SetTime(now)
+		for k, src := range sources {
+			if now.Before(due[k]) {
+				continue
+			}
+			req := request(k, src)
+			res, err := providerOf(e, src).Resolve(context.Background(), req)
+			if err != nil {
+				t.Fatalf("%s: %v", req.Backend, err)
+			}
+			if len(res.Endpoints) == 0 {
+				t.Fatalf("%s: no endpoints", req.Backend)
+			}
+			resolves++
+			due[k] = now.Add(res.RefreshAfter)
+		}
+	}
+	return resolves
+}
+
 // TestCost500Backends counts the AWS calls 500 backends make over ten
 // simulated minutes, each resolved again when its Result.RefreshAfter says,
 // as the controller requeues them: 200 single RDS instances, the writer and
@@ -51,34 +90,11 @@ func TestCost500Backends(t *testing.T) {
 		t.Fatalf("%d sources, want 500", len(sources))
 	}
 
-	const period, step = 10 * time.Minute, time.Second
-	start := e.clock.Now()
-	// Backends arrive spread over the first refresh interval.
-	due := make([]time.Time, len(sources))
-	for k := range due {
-		due[k] = start.Add(time.Duration(k) * interval / time.Duration(len(sources)))
-	}
-	resolves := 0
-	for now := start; now.Before(start.Add(period)); now = now.Add(step) {
-		e.clock.SetTime(now)
-		for k, src := range sources {
-			if now.Before(due[k]) {
-				continue
-			}
-			p := providers.Provider(e.s.RDS())
-			if src.AWSEC2 != nil {
-				p = e.s.EC2()
-			}
-			req := providertest.NewRequest(src)
-			req.Backend = fmt.Sprintf("backend-%03d", k)
-			res, err := p.Resolve(context.Background(), req)
-			if err != nil {
-				t.Fatalf("%s: %v", src.Name, err)
-			}
-			resolves++
-			due[k] = now.Add(res.RefreshAfter)
-		}
-	}
+	resolves := simulate(t, e, sources, func(k int, src v1alpha1.Source) providers.Request {
+		req := providertest.NewRequest(src)
+		req.Backend = fmt.Sprintf("backend-%03d", k)
+		return req
+	})
 	calls := map[string]int{}
 	for _, a := range []string{awstest.DescribeDBInstances, awstest.DescribeDBClusters, awstest.DescribeInstances} {
 		calls[a] = e.fake.Calls(a)

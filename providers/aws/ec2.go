@@ -9,6 +9,7 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
@@ -52,10 +53,8 @@ func (p *EC2Provider) Resolve(ctx context.Context, req providers.Request) (provi
 	if src == nil {
 		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not an awsEC2 source", req.Source.Name)
 	}
-	t, err := p.s.targetOf(field, src.Region, src.AssumeRoleARN, req)
+	t, err := p.targetOf(field, src.Region, src.AssumeRoleARN, req)
 	if err != nil {
-		// A source that cannot be resolved reads nothing.
-		p.s.use(providers.KindAWSEC2, req)
 		return providers.Result{}, err
 	}
 	id := t.id
@@ -151,16 +150,13 @@ func (p *EC2Provider) instances(ctx context.Context, id identity, since time.Tim
 						private: awssdk.ToString(in.PrivateIpAddress),
 						public:  awssdk.ToString(in.PublicIpAddress),
 						ipv6:    awssdk.ToString(in.Ipv6Address),
-						tags:    map[string]string{},
+						tags:    tagMap(in.Tags, func(t ec2types.Tag) (*string, *string) { return t.Key, t.Value }),
 					}
 					if in.State != nil {
 						i.state = string(in.State.Name)
 					}
 					if in.Placement != nil {
 						i.zone = awssdk.ToString(in.Placement.AvailabilityZone)
-					}
-					for _, t := range in.Tags {
-						i.tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
 					}
 					out[i.id] = i
 				}

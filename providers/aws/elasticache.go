@@ -8,6 +8,7 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/elasticache"
+	elasticachetypes "github.com/aws/aws-sdk-go-v2/service/elasticache/types"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
@@ -94,10 +95,8 @@ func (p *ElastiCacheProvider) Resolve(ctx context.Context, req providers.Request
 	if src == nil {
 		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not an awsElastiCache source", req.Source.Name)
 	}
-	t, err := p.s.targetOf(field, src.Region, src.AssumeRoleARN, req)
+	t, err := p.targetOf(field, src.Region, src.AssumeRoleARN, req)
 	if err != nil {
-		// A source that cannot be resolved reads nothing.
-		p.s.use(p.kind, req)
 		return providers.Result{}, err
 	}
 	var nodes []cacheNode
@@ -338,11 +337,7 @@ func elastiCacheTags(ctx context.Context, c *clients, arn string) (map[string]st
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]string, len(res.TagList))
-	for _, t := range res.TagList {
-		out[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-	}
-	return out, nil
+	return tagMap(res.TagList, func(t elasticachetypes.Tag) (*string, *string) { return t.Key, t.Value }), nil
 }
 
 var _ providers.Provider = (*ElastiCacheProvider)(nil)

@@ -28,28 +28,20 @@ func cacheNode(cluster, node, ip, zone string) awstest.CacheNode {
 }
 
 // putGroup puts a replication group id of shards, each a list of member
-// IPs (the first the primary), with a cache cluster of one node each: IDs
-// <id>-001, ... outside cluster mode, <id>-<shard>-<member> in it. The
-// members' zones alternate between eu-west-1a and eu-west-1b.
+// IPs (the first the primary; see awstest.PutReplicationGroupOf), the
+// members' zones alternating between eu-west-1a and eu-west-1b.
 func putGroup(e *env, id string, clusterMode bool, shards ...[]string) {
-	g := awstest.ReplicationGroup{ID: id, Status: "available", ClusterMode: clusterMode}
+	var nodes [][]awstest.CacheNode
 	n := 0
-	for s, ips := range shards {
-		sh := awstest.Shard{ID: fmt.Sprintf("%04d", s+1)}
-		for m, ip := range ips {
-			cid := fmt.Sprintf("%s-%03d", id, n+1)
-			if clusterMode {
-				cid = fmt.Sprintf("%s-%04d-%03d", id, s+1, m+1)
-			}
-			zone := []string{"eu-west-1a", "eu-west-1b"}[n%2]
-			e.fake.PutCacheCluster(awstest.CacheCluster{ID: cid, Status: "available", Engine: "valkey", ReplicationGroup: id,
-				Nodes: []awstest.CacheNode{cacheNode(cid, "0001", ip, zone)}})
-			sh.Members = append(sh.Members, awstest.ShardMember{CacheCluster: cid, Primary: m == 0})
+	for _, ips := range shards {
+		var shard []awstest.CacheNode
+		for _, ip := range ips {
+			shard = append(shard, cacheNode(fmt.Sprintf("%s-%d", id, n), "0001", ip, []string{"eu-west-1a", "eu-west-1b"}[n%2]))
 			n++
 		}
-		g.Shards = append(g.Shards, sh)
+		nodes = append(nodes, shard)
 	}
-	e.fake.PutReplicationGroup(g)
+	e.fake.PutReplicationGroupOf(id, clusterMode, nodes...)
 }
 
 // byAddress is the endpoints by address.

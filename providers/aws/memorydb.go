@@ -8,6 +8,7 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/memorydb"
+	memorydbtypes "github.com/aws/aws-sdk-go-v2/service/memorydb/types"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
@@ -46,10 +47,8 @@ func (p *MemoryDBProvider) Resolve(ctx context.Context, req providers.Request) (
 	if src == nil {
 		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not an awsMemoryDB source", req.Source.Name)
 	}
-	t, err := p.s.targetOf(field, src.Region, src.AssumeRoleARN, req)
+	t, err := p.targetOf(field, src.Region, src.AssumeRoleARN, req)
 	if err != nil {
-		// A source that cannot be resolved reads nothing.
-		p.s.use(p.kind, req)
 		return providers.Result{}, err
 	}
 	name := strings.ToLower(src.ClusterName)
@@ -118,11 +117,7 @@ func memoryDBTags(ctx context.Context, c *clients, arn string) (map[string]strin
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]string, len(res.TagList))
-	for _, t := range res.TagList {
-		out[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-	}
-	return out, nil
+	return tagMap(res.TagList, func(t memorydbtypes.Tag) (*string, *string) { return t.Key, t.Value }), nil
 }
 
 var _ providers.Provider = (*MemoryDBProvider)(nil)

@@ -90,10 +90,8 @@ func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (provi
 	if src == nil {
 		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not an awsRDS source", req.Source.Name)
 	}
-	t, err := p.s.targetOf(field, src.Region, src.AssumeRoleARN, req)
+	t, err := p.targetOf(field, src.Region, src.AssumeRoleARN, req)
 	if err != nil {
-		// A source that cannot be resolved reads nothing.
-		p.s.use(providers.KindAWSRDS, req)
 		return providers.Result{}, err
 	}
 	id := t.id
@@ -269,11 +267,7 @@ func (p *RDSProvider) clusters(ctx context.Context, id identity, since time.Time
 
 // tagsOf is an RDS TagList by key.
 func tagsOf(list []rdstypes.Tag) map[string]string {
-	out := make(map[string]string, len(list))
-	for _, t := range list {
-		out[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-	}
-	return out
+	return tagMap(list, func(t rdstypes.Tag) (*string, *string) { return t.Key, t.Value })
 }
 
 var _ providers.Provider = (*RDSProvider)(nil)

@@ -138,6 +138,17 @@ type member struct {
 	kind providers.Kind
 }
 
+// targetOf is what a source of the provider's kind reads (see
+// Session.targetOf); a source that cannot be read reads nothing from now
+// on.
+func (m member) targetOf(field, region, role string, req providers.Request) (target, error) {
+	t, err := m.s.targetOf(field, region, role, req)
+	if err != nil {
+		m.s.use(m.kind, req)
+	}
+	return t, err
+}
+
 // Kind is the kind of source the provider resolves.
 func (m member) Kind() providers.Kind { return m.kind }
 

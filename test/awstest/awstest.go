@@ -205,14 +205,23 @@ func (s *Server) PutDBInstance(i DBInstance) {
 // UpdateDBInstance changes the DB instance id in place; it panics when there
 // is none, which is a mistake in the test.
 func (s *Server) UpdateDBInstance(id string, change func(*DBInstance)) {
+	update(s, s.instances, "DB instance", id, cloneDBInstance, change)
+}
+
+// update changes the entry id of m in place through change, on a copy
+// (clone makes one) so that the test shares no slice or map with the
+// server; what names the kind of entry when there is none, which is a
+// mistake in the test.
+func update[V any](s *Server, m map[string]V, what, id string, clone func(V) V, change func(*V)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.instances[id]
+	v, ok := m[id]
 	if !ok {
-		panic("awstest: no DB instance " + id)
+		panic("awstest: no " + what + " " + id)
 	}
-	change(&i)
-	s.instances[id] = cloneDBInstance(i)
+	v = clone(v)
+	change(&v)
+	m[id] = clone(v)
 }
 
 // DeleteDBInstance removes a DB instance, as AWS does once it is deleted,

@@ -3,6 +3,7 @@ package awstest
 import (
 	"cmp"
 	"encoding/xml"
+	"fmt"
 	"maps"
 	"net/url"
 	"slices"
@@ -128,15 +129,31 @@ func (s *Server) PutReplicationGroup(g ReplicationGroup) {
 // UpdateReplicationGroup changes the group id in place; it panics when
 // there is none, which is a mistake in the test.
 func (s *Server) UpdateReplicationGroup(id string, change func(*ReplicationGroup)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g, ok := s.groups[id]
-	if !ok {
-		panic("awstest: no replication group " + id)
+	update(s, s.groups, "replication group", id, cloneGroup, change)
+}
+
+// PutReplicationGroupOf puts replication group id, available, of one
+// shard for each list of nodes, with a member for each node: a cache
+// cluster of that one node, named as AWS names them (<id>-001, <id>-002,
+// ...; <id>-<shard>-<member> in cluster mode, such as <id>-0002-001). The
+// first member of each shard is its primary.
+func (s *Server) PutReplicationGroupOf(id string, clusterMode bool, shards ...[]CacheNode) {
+	g := ReplicationGroup{ID: id, Status: "available", ClusterMode: clusterMode}
+	n := 0
+	for k, nodes := range shards {
+		sh := Shard{ID: fmt.Sprintf("%04d", k+1)}
+		for m, node := range nodes {
+			n++
+			cid := fmt.Sprintf("%s-%03d", id, n)
+			if clusterMode {
+				cid = fmt.Sprintf("%s-%04d-%03d", id, k+1, m+1)
+			}
+			s.PutCacheCluster(CacheCluster{ID: cid, Status: "available", Engine: "valkey", ReplicationGroup: id, Nodes: []CacheNode{node}})
+			sh.Members = append(sh.Members, ShardMember{CacheCluster: cid, Primary: m == 0})
+		}
+		g.Shards = append(g.Shards, sh)
 	}
-	g = cloneGroup(g)
-	change(&g)
-	s.groups[id] = cloneGroup(g)
+	s.PutReplicationGroup(g)
 }
 
 // FailoverShard makes cacheCluster the primary of the group's shard and
@@ -175,15 +192,7 @@ func (s *Server) PutCacheCluster(c CacheCluster) {
 // its nodes' statuses, nodes added or marked for removal); it panics when
 // there is none.
 func (s *Server) UpdateCacheCluster(id string, change func(*CacheCluster)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.cacheClusters[id]
-	if !ok {
-		panic("awstest: no cache cluster " + id)
-	}
-	c = cloneCacheCluster(c)
-	change(&c)
-	s.cacheClusters[id] = cloneCacheCluster(c)
+	update(s, s.cacheClusters, "cache cluster", id, cloneCacheCluster, change)
 }
 
 // DeleteCacheCluster removes a cache cluster.

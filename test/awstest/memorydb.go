@@ -61,15 +61,7 @@ func (s *Server) PutMemoryDBCluster(c MemoryDBCluster) {
 // UpdateMemoryDBCluster changes the cluster name in place; it panics when
 // there is none.
 func (s *Server) UpdateMemoryDBCluster(name string, change func(*MemoryDBCluster)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.memoryDB[name]
-	if !ok {
-		panic("awstest: no MemoryDB cluster " + name)
-	}
-	c = cloneMemoryDB(c)
-	change(&c)
-	s.memoryDB[name] = cloneMemoryDB(c)
+	update(s, s.memoryDB, "MemoryDB cluster", name, cloneMemoryDB, change)
 }
 
 // DeleteMemoryDBCluster removes a MemoryDB cluster.

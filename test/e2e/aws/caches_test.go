@@ -37,25 +37,20 @@ func node(cluster, id, ip, zone string) awstest.CacheNode {
 }
 
 // putGroup puts replication group id with one member per IP of each shard
-// (the first of a shard its primary), zones alternating between a and b.
+// (the first of a shard its primary; see awstest.PutReplicationGroupOf),
+// zones alternating between a and b.
 func putGroup(id string, clusterMode bool, shards ...[]string) {
-	g := awstest.ReplicationGroup{ID: id, Status: "available", ClusterMode: clusterMode}
+	var nodes [][]awstest.CacheNode
 	n := 0
-	for s, ips := range shards {
-		sh := awstest.Shard{ID: fmt.Sprintf("%04d", s+1)}
-		for m, ip := range ips {
-			cid := fmt.Sprintf("%s-%03d", id, n+1)
-			if clusterMode {
-				cid = fmt.Sprintf("%s-%04d-%03d", id, s+1, m+1)
-			}
-			fake.PutCacheCluster(awstest.CacheCluster{ID: cid, Status: "available", Engine: "valkey", ReplicationGroup: id,
-				Nodes: []awstest.CacheNode{node(cid, "0001", ip, region+[]string{"a", "b"}[n%2])}})
-			sh.Members = append(sh.Members, awstest.ShardMember{CacheCluster: cid, Primary: m == 0})
+	for _, ips := range shards {
+		var shard []awstest.CacheNode
+		for _, ip := range ips {
+			shard = append(shard, node(fmt.Sprintf("%s-%d", id, n), "0001", ip, region+[]string{"a", "b"}[n%2]))
 			n++
 		}
-		g.Shards = append(g.Shards, sh)
+		nodes = append(nodes, shard)
 	}
-	fake.PutReplicationGroup(g)
+	fake.PutReplicationGroupOf(id, clusterMode, nodes...)
 }
 
 // published is what the slices of svc in ns publish, by address.
