@@ -2,7 +2,6 @@ package aws_test
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
@@ -167,13 +166,7 @@ func TestMemcachedNodeReplacement(t *testing.T) {
 		t.Fatalf("nodes %+v, want memo-0001 and memo-0002 in their zones", eps)
 	}
 
-	e.fake.UpdateCacheCluster("memo", func(c *awstest.CacheCluster) {
-		c.Status = "modifying"
-		c.Removing = []string{"0002"}
-		n := cacheNode("memo", "0003", "192.0.2.43", "eu-west-1b")
-		n.Status = "creating"
-		c.Nodes = append(c.Nodes, n)
-	})
+	e.fake.ReplaceCacheNode("memo", "0002", cacheNode("memo", "0003", "192.0.2.43", "eu-west-1b"))
 	e.expire()
 	eps = byAddress(resolve(t, p, src))
 	for addr, want := range map[string][2]bool{"192.0.2.41": {true, false}, "192.0.2.42": {true, true}, "192.0.2.43": {false, false}} {
@@ -182,11 +175,7 @@ func TestMemcachedNodeReplacement(t *testing.T) {
 		}
 	}
 
-	e.fake.UpdateCacheCluster("memo", func(c *awstest.CacheCluster) {
-		c.Status, c.Removing = "available", nil
-		c.Nodes = slices.DeleteFunc(c.Nodes, func(n awstest.CacheNode) bool { return n.ID == "0002" })
-		c.Nodes[1].Status = "available"
-	})
+	e.fake.FinishReplacement("memo")
 	e.expire()
 	wantAddresses(t, "after the replacement", resolve(t, p, src), "192.0.2.41", "192.0.2.43")
 }

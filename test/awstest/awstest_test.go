@@ -298,3 +298,58 @@ func TestGetCallerIdentity(t *testing.T) {
 		t.Errorf("CallsBy(GetCallerIdentity, ASIAREADER) = %d, want 3", n)
 	}
 }
+
+// postJSON sends a MemoryDB call (JSON 1.1, named by X-Amz-Target) to the
+// fake and returns the status, the error type header and the body.
+func postJSON(t *testing.T, s *Server, auth, target, body string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.URL, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
+	req.Header.Set("X-Amz-Target", target)
+	req.Header.Set("Authorization", auth)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), string(out)
+}
+
+func TestMemoryDBJSONProtocol(t *testing.T) {
+	s := New()
+	defer s.Close()
+	s.PutMemoryDBCluster(MemoryDBCluster{Name: "ledger", Status: "available", Shards: []MemoryDBShard{{Name: "0001",
+		Nodes: []MemoryDBNode{{Name: "ledger-0001-001", Status: "available", Address: "n1.example", Port: 6379}}}}})
+	code, _, body := postJSON(t, s, signed("memorydb"), "AmazonMemoryDB.DescribeClusters", `{"ShowShardDetails":true}`)
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, body)
+	}
+	wantBody(t, "clusters", body, `"Name":"ledger"`, `"Shards":[{"Name":"0001"`, `"Endpoint":{"Address":"n1.example","Port":6379}`)
+	code, _, body = postJSON(t, s, signed("memorydb"), "AmazonMemoryDB.DescribeClusters", `{}`)
+	if code != http.StatusOK || strings.Contains(body, `"Shards":`) {
+		t.Errorf("without ShowShardDetails: status %d, body %s; want no shards, as AWS", code, body)
+	}
+
+	code, typ, body := postJSON(t, s, signed("elasticache"), "AmazonMemoryDB.DescribeClusters", `{}`)
+	if code != http.StatusForbidden || typ != "InvalidSignatureException" {
+		t.Errorf("signed for elasticache: status %d, type %q", code, typ)
+	}
+	wantBody(t, "misscoped", body, `"__type":"InvalidSignatureException"`, `"message":`)
+	s.Fail(DescribeClusters, "ThrottlingException", 1)
+	if code, typ, _ := postJSON(t, s, signed("memorydb"), "AmazonMemoryDB.DescribeClusters", `{}`); code != http.StatusBadRequest || typ != "ThrottlingException" {
+		t.Errorf("throttled: status %d, type %q", code, typ)
+	}
+	if code, typ, _ := postJSON(t, s, signed("memorydb"), "AmazonMemoryDB.DescribeClusters", `{"MaxResults":0}`); code != http.StatusBadRequest || typ != "InvalidParameterValueException" {
+		t.Errorf("MaxResults 0: status %d, type %q", code, typ)
+	}
+	if s.Calls(DescribeClusters) != 5 {
+		t.Errorf("calls = %d, want 5 counted", s.Calls(DescribeClusters))
+	}
+}

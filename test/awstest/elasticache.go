@@ -195,6 +195,32 @@ func (s *Server) UpdateCacheCluster(id string, change func(*CacheCluster)) {
 	update(s, s.cacheClusters, "cache cluster", id, cloneCacheCluster, change)
 }
 
+// ReplaceCacheNode starts replacing node old of cache cluster id with
+// node: the cluster turns modifying, old is listed for removal
+// (CacheNodeIdsToRemove) and node comes up beside it, creating.
+// FinishReplacement ends it.
+func (s *Server) ReplaceCacheNode(id, old string, node CacheNode) {
+	s.UpdateCacheCluster(id, func(c *CacheCluster) {
+		c.Status = "modifying"
+		c.Removing = append(c.Removing, old)
+		node.Status = "creating"
+		c.Nodes = append(c.Nodes, node)
+	})
+}
+
+// FinishReplacement ends the replacements of cache cluster id: the nodes
+// listed for removal are gone, the others available, and so is the
+// cluster.
+func (s *Server) FinishReplacement(id string) {
+	s.UpdateCacheCluster(id, func(c *CacheCluster) {
+		c.Nodes = slices.DeleteFunc(c.Nodes, func(n CacheNode) bool { return slices.Contains(c.Removing, n.ID) })
+		for i := range c.Nodes {
+			c.Nodes[i].Status = "available"
+		}
+		c.Status, c.Removing = "available", nil
+	})
+}
+
 // DeleteCacheCluster removes a cache cluster.
 func (s *Server) DeleteCacheCluster(id string) {
 	s.mu.Lock()

@@ -147,21 +147,10 @@ func TestMemcachedNodeReplacement(t *testing.T) {
 		t.Errorf("node 0002 hostname %q, want sessions-0002", ptr.Deref(e.Hostname, ""))
 	}
 
-	fake.UpdateCacheCluster("sessions", func(c *awstest.CacheCluster) {
-		c.Status, c.Removing = "modifying", []string{"0002"}
-		n := node("sessions", "0003", "198.51.100.133", region+"b")
-		n.Status = "creating"
-		c.Nodes = append(c.Nodes, n)
-	})
+	fake.ReplaceCacheNode("sessions", "0002", node("sessions", "0003", "198.51.100.133", region+"b"))
 	framework.WaitStates(t, ns, "sessions", map[string]string{"198.51.100.131": ready, "198.51.100.132": terminating, "198.51.100.133": notServing})
 
-	fake.UpdateCacheCluster("sessions", func(c *awstest.CacheCluster) {
-		c.Status, c.Removing = "available", nil
-		c.Nodes = slices.DeleteFunc(c.Nodes, func(n awstest.CacheNode) bool { return n.ID == "0002" })
-		for i := range c.Nodes {
-			c.Nodes[i].Status = "available"
-		}
-	})
+	fake.FinishReplacement("sessions")
 	// The removed node drains for the spec's drain period.
 	framework.WaitStates(t, ns, "sessions", map[string]string{"198.51.100.131": ready, "198.51.100.132": terminating, "198.51.100.133": ready})
 }
