@@ -330,7 +330,7 @@ type cacheClusterXML struct {
 	NumCacheNodes        int            `xml:"NumCacheNodes"`
 	ReplicationGroupID   string         `xml:"ReplicationGroupId,omitempty"`
 	ARN                  string         `xml:"ARN"`
-	CacheNodeIdsToRemove []string       `xml:"PendingModifiedValues>CacheNodeIdsToRemove>CacheNodeId"`
+	CacheNodeIDsToRemove []string       `xml:"PendingModifiedValues>CacheNodeIdsToRemove>CacheNodeId"`
 	CacheNodes           []cacheNodeXML `xml:"CacheNodes>CacheNode"`
 }
 
@@ -448,7 +448,7 @@ func (s *Server) describeCacheClusters(form url.Values, sees func(string) bool) 
 		c := s.cacheClusters[id]
 		x := cacheClusterXML{
 			CacheClusterID: c.ID, CacheClusterStatus: c.Status, Engine: c.Engine, NumCacheNodes: len(c.Nodes),
-			ReplicationGroupID: c.ReplicationGroup, ARN: cacheClusterARN(c.ID), CacheNodeIdsToRemove: c.Removing,
+			ReplicationGroupID: c.ReplicationGroup, ARN: cacheClusterARN(c.ID), CacheNodeIDsToRemove: c.Removing,
 		}
 		// Without ShowCacheNodeInfo AWS leaves the nodes out.
 		for _, n := range c.Nodes {
