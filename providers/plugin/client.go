@@ -61,33 +61,9 @@ type conn struct {
 // newConn makes the client of cc, a plugin connection.
 func newConn(cc *providers.Connection, requests *atomic.Uint64) (*conn, error) {
 	pc := cc.Plugin
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: pc.ServerName}
-	if len(pc.CAPEM) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pc.CAPEM) {
-			return nil, providers.Terminalf(v1alpha1.ReasonProviderNotAvailable,
-				"BackendProvider %s: spec.plugin.tls.caSecretRef holds no PEM certificate", cc.Name)
-		}
-		tlsCfg.RootCAs = pool
-	}
-	tr := &http.Transport{
-		// A plugin is a sidecar or a Service of the cluster: never reached
-		// through the proxy that the environment names for the clouds.
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: pc.Timeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:     tlsCfg,
-		TLSHandshakeTimeout: pc.Timeout,
-		ForceAttemptHTTP2:   true,
-		// Every watch keeps a request open: let them keep their
-		// connections between requests instead of dialling each time.
-		MaxIdleConnsPerHost: 1024,
-		IdleConnTimeout:     90 * time.Second,
-	}
-	client := &http.Client{
-		Transport: tr,
-		// A plugin that redirects is refused, not followed: the url is the
-		// platform team's, and a redirect would take the token elsewhere.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	client, err := NewHTTPClient(pc)
+	if err != nil {
+		return nil, providers.Terminalf(v1alpha1.ReasonProviderNotAvailable, "BackendProvider %s: %v", cc.Name, err)
 	}
 	token := pc.Token
 	if token == nil {
@@ -104,6 +80,39 @@ func newConn(cc *providers.Connection, requests *atomic.Uint64) (*conn, error) {
 		maxBytes:     protocol.MaxResponseBytes(pc.MaxEndpoints),
 		slots:        make(chan struct{}, max(pc.MaxConcurrentRequests, 1)),
 		requests:     requests,
+	}, nil
+}
+
+// NewHTTPClient is the HTTP client the controller reaches a plugin with:
+// its CA and server name, no proxy, no redirects followed, connections
+// kept for the long-polls.
+func NewHTTPClient(pc *providers.PluginConnection) (*http.Client, error) {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: pc.ServerName}
+	if len(pc.CAPEM) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pc.CAPEM) {
+			return nil, errors.New("spec.plugin.tls.caSecretRef holds no PEM certificate")
+		}
+		tlsCfg.RootCAs = pool
+	}
+	tr := &http.Transport{
+		// A plugin is a sidecar or a Service of the cluster: never reached
+		// through the proxy that the environment names for the clouds.
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: pc.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     tlsCfg,
+		TLSHandshakeTimeout: pc.Timeout,
+		ForceAttemptHTTP2:   true,
+		// Every watch keeps a request open: let them keep their
+		// connections between requests instead of dialling each time.
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &http.Client{
+		Transport: tr,
+		// A plugin that redirects is refused, not followed: the url is the
+		// platform team's, and a redirect would take the token elsewhere.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}, nil
 }
 
