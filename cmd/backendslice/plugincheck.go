@@ -1,13 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/backendslice/backendslice/providers/plugin/plugincheck"
 )
@@ -49,7 +51,9 @@ plugin refuses (see docs/plugins.md). Exits 1 when a check fails.`,
 				}
 				o.Token = strings.TrimSpace(string(b))
 			}
-			results, err := plugincheck.Run(ctrl.SetupSignalHandler(), o, cmd.OutOrStdout())
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			results, err := plugincheck.Run(ctx, o, cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
