@@ -155,11 +155,14 @@ type fake struct {
 	groups    map[string][]sdk.Endpoint
 	asked     map[string]int
 	misbehave http.HandlerFunc
+	// held cancels the long-polls the plugin holds, so that a change of
+	// behaviour answers them too.
+	held map[*http.Request]context.CancelFunc
 }
 
 // newFake starts a fake plugin that pushes, stopped when the test ends.
 func newFake(t *testing.T) *fake {
-	f := &fake{groups: map[string][]sdk.Endpoint{}, asked: map[string]int{}}
+	f := &fake{groups: map[string][]sdk.Endpoint{}, asked: map[string]int{}, held: map[*http.Request]context.CancelFunc{}}
 	f.plugin = &sdk.Plugin{Name: "fake", Push: true,
 		Validate: func(r sdk.Request) error {
 			for k := range r.Parameters {
@@ -196,7 +199,22 @@ func newFake(t *testing.T) *fake {
 			bad(w, r)
 			return
 		}
-		h.ServeHTTP(w, r)
+		// Served under a context become cancels: a held long-poll
+		// then gets the new behaviour's answer.
+		cctx, cancel := context.WithCancel(r.Context())
+		f.mu.Lock()
+		f.held[r] = cancel
+		f.mu.Unlock()
+		rw := &written{ResponseWriter: w}
+		h.ServeHTTP(rw, r.WithContext(cctx))
+		f.mu.Lock()
+		delete(f.held, r)
+		bad = f.misbehave
+		f.mu.Unlock()
+		cancel()
+		if !rw.wrote && bad != nil && r.Context().Err() == nil {
+			bad(w, r)
+		}
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -210,12 +228,27 @@ func (f *fake) set(group string, eps ...sdk.Endpoint) {
 	f.plugin.Changed()
 }
 
-// become makes every later request answered by h (nil: behave again).
+// become makes every later request, and those held, answered by h (nil:
+// behave again).
 func (f *fake) become(h http.HandlerFunc) {
 	f.mu.Lock()
 	f.misbehave = h
+	for _, cancel := range f.held {
+		cancel()
+	}
 	f.mu.Unlock()
 	f.plugin.Changed()
+}
+
+// written records whether a handler answered.
+type written struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *written) WriteHeader(status int) {
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(status)
 }
 
 // requests is how many resolve requests namespace ns made.
@@ -236,3 +269,6 @@ func readBody(r *http.Request) []byte {
 
 // bodyOf is b as a request body again.
 func bodyOf(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+
+// errorf is fmt.Errorf, for the checks of framework.Eventually.
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
