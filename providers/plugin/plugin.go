@@ -412,7 +412,8 @@ func (p *Provider) Forget(backend types.NamespacedName, keep ...string) {
 type Stats struct {
 	// Watches running, and Connections (BackendProviders) they use.
 	Watches, Connections int
-	// Requests sent to plugins since the provider started.
+	// Requests sent to plugins for sources since the provider started
+	// (connection checks aside).
 	Requests uint64
 }
 
@@ -449,7 +450,8 @@ func (p *Provider) CheckConnection(ctx context.Context, cc *providers.Connection
 	if cc == nil || cc.Plugin == nil {
 		return errors.New("a plugin BackendProvider names its plugin's url; there is no connection of the controller's own to check")
 	}
-	c, err := newConn(cc, &p.requests)
+	// The check's request is not one of the sources' (Stats).
+	c, err := newConn(cc, new(atomic.Uint64))
 	if err != nil {
 		return err
 	}

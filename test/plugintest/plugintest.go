@@ -121,3 +121,6 @@ func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.exited
 }
+
+// PID is the process's id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }

@@ -83,7 +83,9 @@ func TestGarbageKeepsLastKnownGood(t *testing.T) {
 		{"not JSON", answer(200, "<html>maintenance</html>"), "not the protocol's JSON"},
 		{"too many endpoints", answer(200, many), "4 endpoints, more than spec.plugin.maxEndpoints=3"},
 		{"too large", answer(200, `{"endpoints":[],"pad":"`+strings.Repeat("x", 70<<10)+`"}`), "an answer larger than 67072 bytes"},
-		{"redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, target.srv.URL+r.URL.Path, http.StatusTemporaryRedirect) },
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.srv.URL+r.URL.Path, http.StatusTemporaryRedirect)
+		},
 			"a redirect (307"},
 		{"error without body", answer(500, "boom"), "status 500 without the protocol's error body"},
 	} {

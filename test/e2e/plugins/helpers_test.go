@@ -272,3 +272,8 @@ func bodyOf(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
 
 // errorf is fmt.Errorf, for the checks of framework.Eventually.
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// sdkEndpoint is an endpoint of addr, serving or not.
+func sdkEndpoint(addr string, healthy bool) sdk.Endpoint {
+	return sdk.Endpoint{Address: addr, Serving: healthy}
+}

@@ -70,7 +70,7 @@ func run(m *testing.M) int {
 			if err != nil {
 				return nil, err
 			}
-			p, err := plugin.New(plugin.Options{RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second, Wait: 30 * time.Second}, w)
+			p, err := plugin.New(plugin.Options{RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}, w)
 			if err != nil {
 				return nil, err
 			}
