@@ -210,6 +210,13 @@ FAILOVER_FLIPS ?= 100
 bench-failover: $(TEST_PREREQS) ## Measure failover through kube-proxy for each kind of source (FAILOVER_FLIPS each, default 100) and rewrite the failover section of docs/benchmarks.md.
 	$(ENVTEST_ENV) $(GO) test ./test/e2e/datapath -run '^TestFailover$$' -count=1 -v -timeout 60m -args -flips=$(FAILOVER_FLIPS) -report=$(CURDIR)/docs/benchmarks.md
 
+PLUGIN_FLIPS ?= 100
+PLUGIN_BACKENDS ?= 1000
+
+.PHONY: bench-plugins
+bench-plugins: controlplane consul ## Time PLUGIN_FLIPS (100) health flips to the slice through a plugin that pushes and through Consul in one run, and the idle cost of PLUGIN_BACKENDS (1,000) backends on one plugin, polled and pushed: rewrites the plugins section of docs/benchmarks.md.
+	$(ENVTEST_ENV) $(GO) test ./test/e2e/plugins -run '^TestBenchmarkPlugins$$' -count=1 -v -timeout 60m -args -flips=$(PLUGIN_FLIPS) -cost-backends=$(PLUGIN_BACKENDS) -idle=2m -report=$(CURDIR)/docs/benchmarks.md
+
 .PHONY: bench-probes
 bench-probes: $(TEST_PREREQS) ## Probe 10,000 endpoints at a 10 s period on one prober, and time 50 server stops to the slice: rewrites the probes and probe-latency sections of docs/benchmarks.md.
 	$(GO) test -tags bench -run TestProbeScaleReport -count=1 -v -timeout 30m ./test/bench/probes -args -report=$(CURDIR)/docs/benchmarks.md
