@@ -268,7 +268,7 @@ func reportOf(plugin, consul []time.Duration, costs []cost) string {
 	}{{"plugin (push)", plugin}, {"Consul (blocking query)", consul}} {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", r.name, len(r.d), ms(framework.Percentile(r.d, 0.5)), ms(framework.Percentile(r.d, 0.99)), ms(r.d[len(r.d)-1]))
 	}
-	fmt.Fprintf(&b, "\nBackends on one plugin (the hostsfile example, a process of its own), all asking for one group of two hosts; ")
+	fmt.Fprintf(&b, "\nBackends on one plugin (the hostsfile example, a process of its own), all asking for one group of two hosts, their Services headless; ")
 	fmt.Fprintf(&b, "then an idle window with nothing changing. Polled: the plugin answers without an index and is asked again every 30 s (the protocol's default). ")
 	fmt.Fprintf(&b, "Pushed: each source holds a long-poll of up to 60 s (`--plugin-wait`), answered at once on a change. ")
 	fmt.Fprintf(&b, "Controller CPU is this test process's (the controller, and the test's idle client); plugin CPU the plugin process's.\n\n")
