@@ -213,24 +213,24 @@ func garbage(who, path, what string) error {
 
 // info asks the plugin which protocol versions it speaks, and refuses one
 // that does not speak ours (terminal, UnsupportedProtocol).
-func (c *conn) info(ctx context.Context) (protocol.Info, error) {
+func (c *conn) info(ctx context.Context) error {
 	r, err := c.do(ctx, http.MethodGet, protocol.InfoPath, nil, 0)
 	if err != nil {
-		return protocol.Info{}, err
+		return err
 	}
 	if r.status != http.StatusOK {
-		return protocol.Info{}, c.refusal(protocol.InfoPath, r)
+		return c.refusal(protocol.InfoPath, r)
 	}
 	var info protocol.Info
 	if err := json.Unmarshal(r.body, &info); err != nil {
-		return protocol.Info{}, garbage(c.who, protocol.InfoPath, "something that is not the protocol's JSON: "+providers.Printable(err.Error(), protocol.MaxMessageLength))
+		return garbage(c.who, protocol.InfoPath, "something that is not the protocol's JSON: "+providers.Printable(err.Error(), protocol.MaxMessageLength))
 	}
 	if !slices.Contains(info.ProtocolVersions, protocol.Version) {
-		return info, providers.Terminalf(v1alpha1.ReasonUnsupportedProtocol,
+		return providers.Terminalf(v1alpha1.ReasonUnsupportedProtocol,
 			"%s speaks plugin protocol versions %q, and this controller speaks %s; upgrade the plugin (or the controller) so that both speak one version",
 			c.who, printables(info.ProtocolVersions), protocol.Version)
 	}
-	return info, nil
+	return nil
 }
 
 // printables are vs, each bounded and printable, at most 8 of them.
@@ -251,7 +251,7 @@ func (c *conn) negotiate(ctx context.Context) error {
 	if done {
 		return nil
 	}
-	if _, err := c.info(ctx); err != nil {
+	if err := c.info(ctx); err != nil {
 		return err
 	}
 	c.mu.Lock()

@@ -456,8 +456,7 @@ func (p *Provider) CheckConnection(ctx context.Context, cc *providers.Connection
 		return err
 	}
 	defer c.closeIdle()
-	_, err = c.info(ctx)
-	return err
+	return c.info(ctx)
 }
 
 var (

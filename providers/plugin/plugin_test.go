@@ -21,7 +21,6 @@ import (
 
 // wakes records the backends a provider wakes.
 type wakes struct {
-	mu sync.Mutex
 	ch chan types.NamespacedName
 }
 

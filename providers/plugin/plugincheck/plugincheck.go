@@ -109,7 +109,10 @@ type Result struct {
 // reporter collects a property's problems.
 type reporter struct{ problems []string }
 
+// Helper does nothing: the problems name their cases.
 func (*reporter) Helper() {}
+
+// Errorf records a problem.
 func (r *reporter) Errorf(format string, args ...any) {
 	r.problems = append(r.problems, fmt.Sprintf(format, args...))
 }
@@ -117,6 +120,7 @@ func (r *reporter) Errorf(format string, args ...any) {
 // nowhere takes wake-ups nobody waits for: the check only resolves.
 type nowhere struct{}
 
+// Wake drops the wake-up.
 func (nowhere) Wake(types.NamespacedName) {}
 
 // Run checks the plugin, writing each property's verdict to out as it
@@ -124,10 +128,7 @@ func (nowhere) Wake(types.NamespacedName) {}
 // An error is a check that could not run (bad cases).
 func Run(ctx context.Context, o Options, out io.Writer) ([]Result, error) {
 	conn := o.connection()
-	fixtures, err := o.fixtures(conn)
-	if err != nil {
-		return nil, err
-	}
+	fixtures := o.fixtures(conn)
 	if err := fixtures.Validate(); err != nil {
 		return nil, fmt.Errorf("the cases: %w", err)
 	}
@@ -182,7 +183,7 @@ func (o Options) connection() *providers.Connection {
 }
 
 // fixtures are the cases as the conformance suite takes them.
-func (o Options) fixtures(conn *providers.Connection) (conformance.Fixtures, error) {
+func (o Options) fixtures(conn *providers.Connection) conformance.Fixtures {
 	c := o.Cases
 	request := func(i int, kind string, params map[string]string, types []v1alpha1.AddressType) providers.Request {
 		req := conformance.NewRequest(v1alpha1.Source{Name: fmt.Sprintf("%s-%d", kind, i),
@@ -210,7 +211,7 @@ func (o Options) fixtures(conn *providers.Connection) (conformance.Fixtures, err
 		f.Broken = append(f.Broken, conformance.FailCase{Name: cmpOr(b.Name, fmt.Sprint(i)), Request: request(i, "broken", b.Parameters, nil),
 			Failure: conformance.Failure{Terminal: b.Fail.Terminal, Gone: b.Fail.Gone, Reason: b.Fail.Reason, MessageContains: b.Fail.MessageContains}})
 	}
-	return f, nil
+	return f
 }
 
 func cmpOr(s, def string) string {
