@@ -55,21 +55,20 @@ func TestTLSAndToken(t *testing.T) {
 	framework.WaitAddresses(t, ns, xb.Name, framework.Served(webAddrs...)...)
 	waitProvider(t, provider, metav1.ConditionTrue, v1alpha1.ReasonProviderReady)
 
-	// A wrong token: the long-poll held with the right one still answers
-	// the next change, and the request after it is refused.
+	// A wrong token, and the plugin restarted so that the long-poll held
+	// with the right one ends: the next request is refused, and the
+	// plugin's change is not published while it is: what was stays.
 	framework.Edit(t, tok, func(s *corev1.Secret) { s.Data["token"] = []byte("wrong") })
-	writeFile(t, file, examples[0].inventory(ns, "serving", "down", "serving"))
+	p.Kill()
+	writeFile(t, file, examples[0].inventory(ns, "down", "down", "serving"))
+	tlsArgs := []string{"-tls-cert", certs.Cert, "-tls-key", certs.Key, "-token-file", tokenFile}
+	startHosts(t, file, p.Addr, tlsArgs...)
 	framework.WaitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied)
 	if e := sourceError(t, xb); !strings.Contains(e, "refused the controller's token") {
 		t.Errorf("source error %q", e)
 	}
-	held := framework.ServedOf(map[string]string{
-		"192.0.2.10": "true/true/false", "192.0.2.11": "false/false/false", "2001:db8::10": "true/true/false"})
-	framework.WaitStates(t, ns, xb.Name, held)
-	// Refused, the plugin's next change is not published: what was stays.
-	writeFile(t, file, examples[0].inventory(ns, "down", "down", "serving"))
-	framework.WaitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied)
-	framework.WaitStates(t, ns, xb.Name, held)
+	framework.WaitStates(t, ns, xb.Name, framework.ServedOf(map[string]string{
+		"192.0.2.10": "true/true/false", "192.0.2.11": "true/true/false", "2001:db8::10": "true/true/false"}))
 
 	framework.Edit(t, tok, func(s *corev1.Secret) { s.Data["token"] = []byte("s3cret") })
 	framework.WaitReady(t, xb)
