@@ -128,6 +128,12 @@ type watch struct {
 	done      bool
 	endpoints []providers.Endpoint
 	err       error
+	// seen is set once a Resolve returned the current answer. A failure
+	// that comes before an answer was seen waits in pending until it is:
+	// a plugin that pushes a change and dies at once has its change
+	// published, and held, rather than the answer before it.
+	seen    bool
+	pending error
 }
 
 // New returns a provider that wakes the controller through waker when an
@@ -171,13 +177,27 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 	if err := p.firstAnswer(ctx, w); err != nil {
 		return providers.Result{}, within(field, err)
 	}
-	p.mu.Lock()
-	eps, err := slices.Clone(w.endpoints), w.err
-	p.mu.Unlock()
+	eps, err := p.take(req.Namespace, req.Backend, w)
 	if err != nil {
 		return providers.Result{}, within(field, err)
 	}
 	return providers.Result{Endpoints: eps}, nil
+}
+
+// take returns w's current answer and marks it seen; a failure that
+// waited for it becomes current, and wakes the backend again.
+func (p *Provider) take(namespace, backend string, w *watch) ([]providers.Endpoint, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	eps, err := slices.Clone(w.endpoints), w.err
+	w.seen = true
+	if w.pending != nil {
+		w.err, w.pending = w.pending, nil
+		// Not from here: Wake may wait for the controller, which is
+		// running this reconcile.
+		go p.waker.Wake(types.NamespacedName{Namespace: namespace, Name: backend})
+	}
+	return eps, err
 }
 
 // firstAnswer waits for w's first answer, at most the plugin's timeout
@@ -342,10 +362,19 @@ func (p *Provider) ask(ctx context.Context, c *conn, req protocol.ResolveRequest
 // when what it would resolve changed.
 func (p *Provider) publish(backend types.NamespacedName, w *watch, eps []providers.Endpoint, err error) {
 	p.mu.Lock()
+	if err != nil && w.done && w.err == nil && !w.seen {
+		// The answer before is not seen yet: its wake-up is on its way.
+		w.pending = err
+		p.mu.Unlock()
+		return
+	}
 	changed := !w.done || !sameError(w.err, err) || (err == nil && !sameEndpoints(w.endpoints, eps))
-	w.err = err
+	w.err, w.pending = err, nil
 	if err == nil {
 		w.endpoints = eps
+	}
+	if changed {
+		w.seen = false
 	}
 	if !w.done {
 		w.done = true

@@ -321,3 +321,60 @@ func TestSlowPluginHoldsNoReconcile(t *testing.T) {
 	}
 	t.Error("a new source kept waiting on a plugin known not to answer")
 }
+
+// TestChangeThenFailure: a plugin that pushes a change and fails at once
+// has its change returned by the next Resolve, then its failure (after
+// another wake-up), so that what is held is its last answer.
+func TestChangeThenFailure(t *testing.T) {
+	inv := newInventory(true)
+	inv.set("web", sdk.Endpoint{Address: "192.0.2.10", Serving: true})
+	var broken sync.Map
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := broken.Load("yes"); ok && r.URL.Path == protocol.ResolvePath {
+			answer := `{"error":{"code":"Unavailable","message":"gone away"}}`
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(answer))
+			return
+		}
+		inv.plugin.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	wk := newWakes()
+	p := newProvider(t, wk)
+	req := source("web", "web", connection(srv.URL))
+	if _, err := p.Resolve(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	drain(wk)
+	// The change is answered to the held long-poll; every request after it fails.
+	broken.Store("yes", true)
+	inv.set("web", sdk.Endpoint{Address: "192.0.2.11", Serving: true})
+	<-wk.ch
+	// Let the failure that follows the change arrive before the controller looks.
+	deadline := time.Now().Add(5 * time.Second)
+	for p.pendingOf(req) == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	res, err := p.Resolve(context.Background(), req)
+	if err != nil || len(res.Endpoints) != 1 || res.Endpoints[0].Address != "192.0.2.11" {
+		t.Fatalf("first Resolve after the change: %+v, %v; want the change", res, err)
+	}
+	select {
+	case <-wk.ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake-up for the failure that followed")
+	}
+	if _, err := p.Resolve(context.Background(), req); err == nil || !strings.Contains(err.Error(), "gone away") {
+		t.Fatalf("second Resolve: %v; want the failure", err)
+	}
+}
+
+// pendingOf is the failure waiting behind req's unseen answer.
+func (p *Provider) pendingOf(req providers.Request) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w, ok := p.watches[interest{types.NamespacedName{Namespace: req.Namespace, Name: req.Backend}, req.Source.Name}]; ok {
+		return w.pending
+	}
+	return nil
+}
