@@ -576,6 +576,14 @@ func TestSchemaRejects(t *testing.T) {
 		{"misspelt NetworkPolicy value", "networkPolicy: {egres: []}", []string{"/networkPolicy", "egres"}},
 		{"honorLabels as a string", `metrics: {podMonitor: {honorLabels: "true"}}`, []string{"/metrics/podMonitor/honorLabels", "want boolean"}},
 		{"PodMonitor interval in words", "metrics: {podMonitor: {interval: often}}", []string{"/metrics/podMonitor/interval", "does not match pattern"}},
+		{"alert duration in words", "prometheusRule: {alerts: {sourceStale: {for: 15 minutes}}}", []string{"/prometheusRule/alerts/sourceStale/for", "does not match pattern"}},
+		{"alert duration in fractions", "prometheusRule: {alerts: {noLeader: {for: 1.5h}}}", []string{"/prometheusRule/alerts/noLeader/for", "does not match pattern"}},
+		{"error ratio above 1", "prometheusRule: {alerts: {reconcileErrors: {ratio: 1.5}}}", []string{"/prometheusRule/alerts/reconcileErrors/ratio", "maximum"}},
+		{"misspelt alert", "prometheusRule: {alerts: {sourceStail: {enabled: false}}}", []string{"/prometheusRule/alerts", "sourceStail"}},
+		{"alert without a severity", `prometheusRule: {alerts: {backendNotReady: {severity: ""}}}`, []string{"/prometheusRule/alerts/backendNotReady/severity"}},
+		{"runbook URL with an anchor", "prometheusRule: {runbookURL: https://wiki.example.com/runbook#top}", []string{"/prometheusRule/runbookURL", "does not match pattern"}},
+		{"extra rule without expr", "prometheusRule: {extraRules: [{alert: Mine}]}", []string{"/prometheusRule/extraRules/0", "expr"}},
+		{"rules namespace in capitals", "prometheusRule: {namespace: Monitoring}", []string{"/prometheusRule/namespace", "does not match pattern"}},
 	}
 	ch := load(t)
 	for _, c := range cases {
