@@ -37,9 +37,10 @@ ENVTEST_ENV := KUBEBUILDER_ASSETS=$(BIN)
 
 # Modules of their own under the repository, which `go ... ./...` of the
 # main module skips: fmt, vet, lint, verify and test run in each too.
-# test/workflows lints .github/workflows with actionlint, whose
+# test/workflows lints .github/workflows with actionlint; test/promrules
+# checks the chart's alerts and dashboard with Prometheus's parsers. Their
 # dependencies stay out of the controller's go.mod.
-SUBMODULES := test/workflows
+SUBMODULES := test/workflows test/promrules
 
 # The chart's copies of the generated CRD and RBAC (`make manifests`).
 CHART_FILES := charts/backendslice/files
@@ -105,17 +106,17 @@ manifests: controller-gen ## Generate the CRD and RBAC into config/, and copy th
 ##@ Check
 
 .PHONY: fmt
-fmt: ## Format the Go code (go fmt).
+fmt: ## Format the Go code (go fmt), the test modules' too.
 	$(GO) fmt ./...
 	@for m in $(SUBMODULES); do (cd $$m && $(GO) fmt ./...); done
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet, on the test modules too.
 	$(GO) vet ./...
 	@for m in $(SUBMODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...); done
 
 .PHONY: lint
-lint: golangci-lint ## Run golangci-lint (.golangci.yml).
+lint: golangci-lint ## Run golangci-lint (.golangci.yml), on the test modules too.
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 	@for m in $(SUBMODULES); do echo "golangci-lint ($$m)"; (cd $$m && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
 
@@ -126,7 +127,7 @@ E2E_PKGS ?= ./test/e2e/...
 .PHONY: test
 test: $(TEST_PREREQS) ## Run all tests on a real kube-apiserver and etcd (envtest), dual-stack, then the end-to-end suites single-stack; and the workflows' lint.
 	$(ENVTEST_ENV) $(GO) test $(TEST_PKGS) $(TEST_FLAGS)
-	@for m in $(SUBMODULES); do echo "go test ($$m)"; (cd $$m && $(GO) test ./... $(TEST_FLAGS)); done
+	@for m in $(SUBMODULES); do echo "go test ($$m)"; (cd $$m && $(ENVTEST_ENV) $(GO) test ./... $(TEST_FLAGS)); done
 	$(ENVTEST_ENV) BACKENDSLICE_TEST_STACK=single $(GO) test $(E2E_PKGS) $(TEST_FLAGS)
 
 .PHONY: verify
