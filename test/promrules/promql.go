@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -52,7 +53,7 @@ func ParseQuery(where, expr string) (Query, error) {
 				return nil
 			}
 			q.Selectors = append(q.Selectors, Selector{Metric: n.Name, Matchers: slices.DeleteFunc(slices.Clone(n.LabelMatchers),
-				func(m *labels.Matcher) bool { return m.Name == labels.MetricName })})
+				func(m *labels.Matcher) bool { return m.Name == model.MetricNameLabel })})
 		case *parser.AggregateExpr:
 			q.Grouping = append(q.Grouping, n.Grouping...)
 		case *parser.BinaryExpr:
@@ -82,10 +83,10 @@ func Interpolate(expr string, vars map[string]string) (string, error) {
 	out := grafanaToken.ReplaceAllStringFunc(expr, func(tok string) string {
 		m := grafanaToken.FindStringSubmatch(tok)
 		name := m[1] + m[2]
-		switch {
-		case name == "":
+		switch name {
+		case "":
 			return tok // a string
-		case name == "__rate_interval" || name == "__interval" || name == "__range":
+		case "__rate_interval", "__interval", "__range":
 			return "5m"
 		}
 		v, ok := vars[name]
