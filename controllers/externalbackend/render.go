@@ -25,7 +25,7 @@ import (
 // left out, as the controller leaves out a failing source. Owner UIDs are
 // empty: the API server assigns them.
 func Render(xb *v1alpha1.ExternalBackend, results []publish.SourceResult, cfg Config) (*corev1.Service, []*discoveryv1.EndpointSlice, []v1alpha1.DroppedAddress, error) {
-	if err := validateSpec(newValidator(), providers.BuiltinKinds(), cfg.ClusterDomain, xb); err != nil {
+	if err := validateSpec(NewSpecChecker(), providers.BuiltinKinds(), cfg.ClusterDomain, xb); err != nil {
 		return nil, nil, nil, err
 	}
 	// Offline, every family the spec asks for is taken as served, and
