@@ -253,7 +253,7 @@ func checkBackend(ctx context.Context, cfg externalbackend.Config, schema *apiex
 		}
 		results = append(results, publish.SourceResult{Name: src.Name, Endpoints: res.Endpoints})
 	}
-	_, _, dropped, err := externalbackend.Render(xb, results, cfg)
+	_, _, dropped, err := externalbackend.Render(xb, results, cfg, publish.ClusterNetworks{})
 	if err != nil {
 		return err
 	}

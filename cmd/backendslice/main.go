@@ -3,6 +3,7 @@
 //
 //	backendslice controller   run the controller
 //	backendslice render       print, offline, what it would write for a file
+//	backendslice validate     check manifests offline as the API server and the controller would
 //	backendslice import       write ExternalBackends for hand-written Services
 //	backendslice plugin-check run the provider conformance suite against a running plugin
 //	backendslice version      print the build's version, commit and Go version
@@ -37,7 +38,7 @@ func rootCommand() *cobra.Command {
 		Short:        "Publish outside backends as Kubernetes Services and EndpointSlices",
 		SilenceUsage: true,
 	}
-	root.AddCommand(controllerCommand(), renderCommand(), importCommand(), pluginCheckCommand(), versionCommand())
+	root.AddCommand(controllerCommand(), renderCommand(), validateCommand(), importCommand(), pluginCheckCommand(), versionCommand())
 	return root
 }
 

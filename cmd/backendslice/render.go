@@ -137,7 +137,7 @@ func renderBackend(ctx context.Context, reg *providers.Registry, cfg externalbac
 		}
 		results = append(results, publish.SourceResult{Name: src.Name, Endpoints: res.Endpoints})
 	}
-	svc, eps, dropped, err := externalbackend.Render(xb, results, cfg)
+	svc, eps, dropped, err := externalbackend.Render(xb, results, cfg, publish.ClusterNetworks{})
 	if err != nil {
 		return nil, err
 	}

@@ -152,6 +152,9 @@ type Result struct {
 	Object *unstructured.Unstructured
 	// Err is the API server's refusal, an apierrors.StatusError, or nil.
 	Err error
+	// Unknown are the paths of the fields the CRD does not know, which
+	// strict field validation refuses (Err says so too).
+	Unknown []string
 	// Warnings are what the API server, and its client, would warn of:
 	// a deprecated version, deprecated fields set.
 	Warnings []Warning
@@ -197,7 +200,7 @@ func (c *Checker) Create(ctx context.Context, data []byte, namespace string) Res
 		for i, f := range unknown {
 			errs[i] = fmt.Errorf(`unknown field "%s"`, f)
 		}
-		return Result{Object: u, Err: apierrors.NewBadRequest(runtime.NewStrictDecodingError(errs).Error())}
+		return Result{Object: u, Unknown: unknown, Err: apierrors.NewBadRequest(runtime.NewStrictDecodingError(errs).Error())}
 	}
 	structuraldefaulting.Default(u.Object, v.structural)
 
