@@ -192,7 +192,7 @@ func (c *Checker) Create(ctx context.Context, data []byte, namespace string) Res
 	}
 	unknown, err := v.coerce(u)
 	if err != nil {
-		return Result{Err: apierrors.NewBadRequest(err.Error())}
+		return Result{Err: v.decodeError(gvk, err)}
 	}
 	if len(unknown) > 0 {
 		// The strict JSON serializer's error, as the API server returns it.
@@ -200,7 +200,7 @@ func (c *Checker) Create(ctx context.Context, data []byte, namespace string) Res
 		for i, f := range unknown {
 			errs[i] = fmt.Errorf(`unknown field "%s"`, f)
 		}
-		return Result{Object: u, Unknown: unknown, Err: apierrors.NewBadRequest(runtime.NewStrictDecodingError(errs).Error())}
+		return Result{Object: u, Unknown: unknown, Err: v.decodeError(gvk, runtime.NewStrictDecodingError(errs))}
 	}
 	structuraldefaulting.Default(u.Object, v.structural)
 
@@ -221,6 +221,19 @@ func (c *Checker) Create(ctx context.Context, data []byte, namespace string) Res
 		res.Err = apierrors.NewInvalid(gvk.GroupKind(), u.GetName(), errs)
 	}
 	return res
+}
+
+// decodeError is the API server's refusal of a body it cannot decode into
+// the version's kind (the handlers' transformDecodeError).
+func (v *version) decodeError(gvk schema.GroupVersionKind, err error) error {
+	return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, v.gvk.Kind, err))
+}
+
+// UnknownFieldMessage is the API server's refusal of the unknown field f
+// alone, for a message per field.
+func (r Result) UnknownFieldMessage(f string) string {
+	gvk := r.Object.GroupVersionKind()
+	return fmt.Sprintf(`%s in version %q cannot be handled as a %s: strict decoding error: unknown field "%s"`, gvk.Kind, gvk.Version, gvk.Kind, f)
 }
 
 // coerce is the custom resource handler's schema-coercing decoder

@@ -270,8 +270,7 @@ func admissionFindings(res admission.Result) []Finding {
 			// One finding per field, each with its line; the message is
 			// the API server's for that field alone.
 			for _, f := range res.Unknown {
-				out = append(out, Finding{Field: f, Severity: Error, Check: CheckAdmission, Reason: reason,
-					Message: fmt.Sprintf(`strict decoding error: unknown field "%s"`, f)})
+				out = append(out, Finding{Field: f, Severity: Error, Check: CheckAdmission, Reason: reason, Message: res.UnknownFieldMessage(f)})
 			}
 		default:
 			out = append(out, Finding{Severity: Error, Check: CheckAdmission, Reason: reason, Message: res.Err.Error()})
