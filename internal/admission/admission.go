@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -187,8 +188,10 @@ func (c *Checker) Create(ctx context.Context, data []byte, namespace string) Res
 	gvk := u.GroupVersionKind()
 	v := c.versions[gvk]
 	if v == nil {
-		return Result{Err: apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind},
-			fmt.Sprintf("%s (served: %v)", gvk.Version, c.kinds[gvk.GroupKind()]))}
+		// The API server answers 404 for a version it does not serve.
+		return Result{Err: &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusNotFound,
+			Reason: metav1.StatusReasonNotFound, Message: fmt.Sprintf("%s %s: the CRD serves versions %v of %s only",
+				gvk.GroupVersion(), gvk.Kind, c.kinds[gvk.GroupKind()], gvk.Group)}}}
 	}
 	unknown, err := v.coerce(u)
 	if err != nil {

@@ -3,6 +3,7 @@ package validate
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"strings"
 
 	yamlv3 "gopkg.in/yaml.v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 )
 
@@ -242,6 +245,13 @@ func child(n *yamlv3.Node, step string) *yamlv3.Node {
 		}
 	}
 	return nil
+}
+
+// Kind is the document's apiVersion and kind; empty when it names none.
+func (d Document) Kind() schema.GroupVersionKind {
+	var tm metav1.TypeMeta
+	_ = json.Unmarshal(d.JSON, &tm) // a document that is no object names no kind
+	return tm.GroupVersionKind()
 }
 
 // String names the document: its file and line.

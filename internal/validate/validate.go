@@ -166,9 +166,7 @@ func (v *Validator) Validate(ctx context.Context, docs []Document) Report {
 				Message: "not a YAML document: " + d.Err.Error()})
 			continue
 		}
-		var tm metav1.TypeMeta
-		_ = json.Unmarshal(d.JSON, &tm) // a document that is no object is read as no kind
-		gvk := tm.GroupVersionKind()
+		gvk := d.Kind()
 		switch {
 		case gvk.GroupKind() == backendKind || gvk.GroupKind() == providerKind:
 			o := object{doc: d, gk: gvk.GroupKind(), res: v.Admit(ctx, d)}
@@ -176,9 +174,10 @@ func (v *Validator) Validate(ctx context.Context, docs []Document) Report {
 			in.add(o)
 		case gvk == schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}:
 			in.addNamespace(d)
-			rep.Skipped[tm.APIVersion+" "+tm.Kind]++
+			rep.Skipped["v1 Namespace"]++
 		default:
-			rep.Skipped[strings.TrimSpace(tm.APIVersion+" "+tm.Kind)]++
+			apiVersion, kind := gvk.ToAPIVersionAndKind()
+			rep.Skipped[strings.TrimSpace(apiVersion+" "+kind)]++
 		}
 	}
 	for _, o := range objs {

@@ -565,3 +565,57 @@ func TestValidateCostLimitsAgreeWithAdmission(t *testing.T) {
 		})
 	}
 }
+
+// fuzzTemplates are specs with two string slots, %[1]s and %[2]s (JSON
+// strings), each reaching a family of rules.
+var fuzzTemplates = []string{
+	`{"sources":[{"name":"s","static":{"endpoints":[{"address":%[1]s,"hostname":%[2]s}]}}]}`,
+	`{"addressTypes":["IPv4","IPv6","FQDN"],"sources":[{"name":"s","static":{"endpoints":[{"address":%[1]s},{"address":%[2]s}]}}]}`,
+	`{"sources":[{"name":"s","dns":{"name":%[1]s,"minRefresh":%[2]s}}]}`,
+	`{"sources":[{"name":"s","consul":{"service":%[1]s,"datacenter":%[2]s,"tags":[%[2]s]}}]}`,
+	`{"sources":[{"name":"s","consul":{"service":"web","namespace":%[1]s,"partition":%[2]s,"nodeMeta":{%[1]s:%[2]s}}}]}`,
+	`{"sources":[{"name":"s","awsEC2":{"region":%[1]s,"instanceIDs":[%[2]s]}}]}`,
+	`{"sources":[{"name":"s","awsRDS":{"region":"eu-west-1","dbClusterIdentifier":%[1]s}},{"name":"t","awsRDS":{"region":%[2]s,"tags":{%[1]s:%[2]s}}}]}`,
+	`{"drainPeriod":%[1]s,"probe":{"http":{"path":%[2]s}},` + staticBody,
+	`{"probe":{"tcp":{},"period":%[1]s,"timeout":%[2]s},` + staticBody,
+	`{"service":{"name":%[1]s,"labels":{%[2]s:"x"},"adopt":{"handWrittenManagedBy":[%[1]s]}},` + staticBody,
+	`{"sources":[{"name":%[1]s,"static":{"endpoints":[{"address":"192.0.2.1"}]}},{"name":%[2]s,"dns":{"name":"db.example.com"}}]}`,
+}
+
+// FuzzValidateAgainstAdmission sends specs made of generated strings, in
+// the slots of fuzzTemplates, both to validate and to the API server: any
+// disagreement in verdict, reason or cause fails. `make fuzz` runs it
+// against the control plane TestMain starts; its seeds run in `make test`.
+func FuzzValidateAgainstAdmission(f *testing.F) {
+	seeds := [][2]string{
+		{"192.0.2.10", "pg-0"}, {"::ffff:192.0.2.7", "a"}, {"0x64.0x64.0x64.0xc8", "1684301000"}, {"db.payments.svc", "cluster.local"},
+		{"fe80::1", "ff02::1"}, {"192.0.2.07", "2001:db8::1::2"}, {"db.example.com", "_db._tcp.Example.COM"},
+		{"web..db", "dc1/../x"}, {"Team-A", "part_a"}, {"eu-west-1", "i-0123456789abcdef0"}, {"us-gov-west-1", "i-0a"},
+		{"orders--db", ""}, {"-5s", "/a b"}, {"1h0m0.001s", "/health?x=%2F"}, {"500ms", "10ms"}, {"10s", "10s"},
+		{"db", "kubernetes.io/service-name"}, {"endpointslice-controller.k8s.io", "team"}, {"s", "s"}, {"", "\x00"},
+	}
+	for i, s := range seeds {
+		f.Add(uint8(i%len(fuzzTemplates)), s[0], s[1])
+		f.Add(uint8((i+1)%len(fuzzTemplates)), s[1], s[0])
+	}
+	v, err := validate.New(validate.Options{Namespace: "default", Config: framework.TestConfig()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, template uint8, a, b string) {
+		ja, _ := json.Marshal(a) // strings always marshal
+		jb, _ := json.Marshal(b)
+		spec := fmt.Sprintf(fuzzTemplates[int(template)%len(fuzzTemplates)], ja, jb)
+		obj, err := json.Marshal(ruleObject(t, "default", "fuzz", spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs := validate.Split("fuzz", obj)
+		if len(docs) != 1 || docs[0].Err != nil {
+			t.Fatalf("%d documents (%v) of %s", len(docs), docs, obj)
+		}
+		serverErr := dryRunner(t).create("default", docs[0].JSON)
+		sameRefusal(t, v.Admit(ctx, docs[0]).Err, serverErr)
+		sameFindings(t, v.Validate(ctx, docs), serverErr)
+	})
+}
