@@ -181,14 +181,15 @@ func (d Document) FieldLine(path string) int {
 	if n == nil {
 		return 0
 	}
+	line := n.Line
 	for _, step := range steps(path) {
-		next := child(n, step)
+		next, at := child(n, step)
 		if next == nil {
 			break
 		}
-		n = next
+		n, line = next, at
 	}
-	return n.Line + d.offset
+	return line + d.offset
 }
 
 // steps cuts a field path into field names and [index or key] steps.
@@ -217,34 +218,35 @@ func steps(path string) []string {
 	return out
 }
 
-// child is the node that step leads to from n, or nil.
-func child(n *yamlv3.Node, step string) *yamlv3.Node {
+// child is the node that step leads to from n, and the line that names
+// it (a field's key, a list element's start); nil when there is none.
+func child(n *yamlv3.Node, step string) (*yamlv3.Node, int) {
 	key, bracket := strings.CutPrefix(step, "[")
 	switch n.Kind {
 	case yamlv3.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if n.Content[i].Value == key {
-				return n.Content[i+1]
+				return n.Content[i+1], n.Content[i].Line
 			}
 		}
 	case yamlv3.SequenceNode:
 		if !bracket {
-			return nil
+			return nil, 0
 		}
 		if i, err := strconv.Atoi(key); err == nil {
 			if i >= 0 && i < len(n.Content) {
-				return n.Content[i]
+				return n.Content[i], n.Content[i].Line
 			}
-			return nil
+			return nil, 0
 		}
 		// A list element named by its name field, as the controller names sources.
 		for _, item := range n.Content {
-			if name := child(item, "name"); name != nil && name.Value == key {
-				return item
+			if name, _ := child(item, "name"); name != nil && name.Value == key {
+				return item, item.Line
 			}
 		}
 	}
-	return nil
+	return nil, 0
 }
 
 // Kind is the document's apiVersion and kind; empty when it names none.
