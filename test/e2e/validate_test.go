@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -618,4 +619,80 @@ func FuzzValidateAgainstAdmission(f *testing.F) {
 		sameRefusal(t, v.Admit(ctx, docs[0]).Err, serverErr)
 		sameFindings(t, v.Validate(ctx, docs), serverErr)
 	})
+}
+
+// TestValidateAgreesWithTheController: what validate says the controller
+// will refuse or drop, offline, is what the controller says on status:
+// its own spec check (InvalidSpec), a source its BackendProvider does not
+// admit (ProviderNotAdmitted, with the provider and the Namespace in
+// validate's input), and an address the deny list drops.
+func TestValidateAgreesWithTheController(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	provider := &v1alpha1.BackendProvider{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "BackendProvider"},
+		ObjectMeta: metav1.ObjectMeta{Name: "validate-" + ns},
+		Spec: v1alpha1.BackendProviderSpec{Static: &v1alpha1.StaticProvider{}, AllowedCIDRs: []string{"192.0.2.0/24"},
+			Namespaces: v1alpha1.NamespaceSelection{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}}}},
+	}
+	// The namespace as the input holds it: not labelled team=payments.
+	namespace := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ns}}
+
+	dotted := staticBackend(ns, "db.primary", "192.0.2.10")
+	refused := staticBackend(ns, "refused", "192.0.2.10")
+	refused.Spec.Sources[0].ProviderRef = &v1alpha1.ProviderReference{Name: provider.Name}
+	denied := staticBackend(ns, "denied", "192.0.2.10", "fd00:ec2::254")
+	v, err := validate.New(validate.Options{Namespace: ns, Config: framework.TestConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var input []byte
+	for _, obj := range []client.Object{provider, namespace, dotted, refused, denied} {
+		if _, ok := obj.(*v1alpha1.ExternalBackend); ok {
+			obj.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ExternalBackend"))
+		}
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		input = append(append(input, "---\n"...), b...)
+	}
+	rep := v.Validate(ctx, validate.Split("input.yaml", input))
+	said := func(name, check string) validate.Finding {
+		t.Helper()
+		var out []validate.Finding
+		for _, f := range rep.Findings {
+			if f.Name == name && f.Check == check {
+				out = append(out, f)
+			}
+		}
+		if len(out) != 1 {
+			t.Fatalf("validate's %s findings of %s: %+v, want one", check, name, out)
+		}
+		return out[0]
+	}
+	mustCreate(t, provider)
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), provider) })
+	for _, xb := range []*v1alpha1.ExternalBackend{dotted, refused, denied} {
+		mustCreate(t, xb)
+	}
+
+	spec := said("db.primary", validate.CheckController)
+	cur := waitCondition(t, dotted, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec)
+	if c, _ := condition(cur, v1alpha1.ConditionReady); c.Message != spec.Message {
+		t.Errorf("InvalidSpec on status %q; validate says %q", c.Message, spec.Message)
+	}
+
+	tenant := said("refused", validate.CheckTenancy)
+	cur = waitCondition(t, refused, v1alpha1.ConditionResolved, metav1.ConditionFalse, v1alpha1.ReasonProviderNotAdmitted)
+	if c, _ := condition(cur, v1alpha1.ConditionResolved); !strings.Contains(c.Message, tenant.Message) || !strings.Contains(c.Message, tenant.Rule) {
+		t.Errorf("ProviderNotAdmitted on status %q; validate says %q (rule %s)", c.Message, tenant.Message, tenant.Rule)
+	}
+
+	drop := said("denied", validate.CheckDropped)
+	cur = waitCondition(t, denied, v1alpha1.ConditionResolved, metav1.ConditionTrue, v1alpha1.ReasonAddressesDropped)
+	if len(cur.Status.Dropped) != 1 || drop.Message != fmt.Sprintf("the controller would drop %s from source %s: %s",
+		cur.Status.Dropped[0].Address, cur.Status.Dropped[0].Source, cur.Status.Dropped[0].Reason) {
+		t.Errorf("dropped on status %+v; validate says %q", cur.Status.Dropped, drop.Message)
+	}
 }
