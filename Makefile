@@ -170,10 +170,11 @@ chaos: $(TEST_PREREQS) ## Long chaos run of the real binary (50 SIGKILLs, leader
 FUZZTIME ?= 30s
 
 .PHONY: fuzz
-fuzz: ## Run each Go fuzz target for FUZZTIME (default 30s), one after another; a failing input is written to the package's testdata/fuzz/<target>/.
+fuzz: controlplane ## Run each Go fuzz target for FUZZTIME (default 30s), one after another; a failing input is written to the package's testdata/fuzz/<target>/.
 	$(GO) test ./internal/publish -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/sliceplan -run '^$$' -fuzz '^FuzzPlanner$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/backendslice -run '^$$' -fuzz '^FuzzRenderDecode$$' -fuzztime $(FUZZTIME)
+	$(ENVTEST_ENV) $(GO) test ./test/e2e -run '^$$' -fuzz '^FuzzValidateAgainstAdmission$$' -fuzztime $(FUZZTIME) -parallel 1
 
 ##@ Benchmarks
 
@@ -188,6 +189,10 @@ bench-scale: controlplane ## Converge 10,000 endpoints and 2,000 backends on a r
 .PHONY: bench-memory
 bench-memory: controlplane ## Measure heap and RSS per 1,000 backends and per 10,000 endpoints, and the cache transforms' saving side by side: write the memory section of docs/benchmarks-scale.md.
 	$(ENVTEST_ENV) $(GO) test -tags bench -run TestMemoryReport -count=1 -v -timeout 30m ./test/bench/memory -args -docs=$(CURDIR)/docs
+
+.PHONY: bench-validate
+bench-validate: ## Validate 1,000 ExternalBackends offline on one core, 5 rounds, after compiling the CRDs' CEL programs once: rewrites the validate section of docs/benchmarks.md.
+	$(GO) test ./internal/validate -run '^TestValidateSpeed$$' -count=1 -v -args -report=$(CURDIR)/docs/benchmarks.md
 
 .PHONY: bench-noisy
 bench-noisy: controlplane ## Time another namespace's creates, health flips and revocations idle and while one tenant flips a Service label on 200 slices every 2 s, and compare client-go's request limiter with the controller's: rewrites the noisy-neighbour and client-limit sections of docs/benchmarks.md.

@@ -126,23 +126,32 @@ func Split(file string, data []byte) []Document {
 }
 
 // parse reads one document that starts at line start of file; false when
-// it holds nothing.
+// it holds nothing. A document that is a JSON object is read as JSON, as
+// kubectl reads it (YAML would refuse control characters JSON allows).
 func parse(file string, data []byte, start int) (Document, bool) {
 	d := Document{File: file, Line: start, offset: start - 1}
-	var root yamlv3.Node
-	if err := yamlv3.Unmarshal(data, &root); err != nil {
-		if len(bytes.TrimSpace(data)) == 0 {
-			return d, false
-		}
-		d.Err = err
-		d.Line += errorLine(err)
-		return d, true
-	}
-	if len(root.Content) == 0 {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
 		return d, false
 	}
-	d.node = root.Content[0]
-	d.Line = d.node.Line + d.offset
+	var root yamlv3.Node
+	yamlErr := yamlv3.Unmarshal(data, &root)
+	if yamlErr == nil && len(root.Content) > 0 {
+		d.node = root.Content[0]
+		d.Line = d.node.Line + d.offset
+	}
+	if trimmed[0] == '{' && json.Valid(trimmed) {
+		d.JSON = trimmed
+		return d, true
+	}
+	if yamlErr != nil {
+		d.Err = yamlErr
+		d.Line += errorLine(yamlErr)
+		return d, true
+	}
+	if d.node == nil {
+		return d, false
+	}
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		d.Err = err

@@ -266,3 +266,12 @@ func TestOutputs(t *testing.T) {
 		t.Errorf("escapeProperty = %q", got)
 	}
 }
+
+// TestSplitReadsJSONAsJSON: a JSON document holding a character YAML
+// refuses (DEL) is read as kubectl reads it, as JSON, not refused.
+func TestSplitReadsJSONAsJSON(t *testing.T) {
+	docs := Split("cm.json", []byte("{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"data\": {\"a\": \"\x7f\"}}\n"))
+	if len(docs) != 1 || docs[0].Err != nil || docs[0].Kind().Kind != "ConfigMap" || !json.Valid(docs[0].JSON) {
+		t.Errorf("documents %+v, want one ConfigMap read as JSON", docs)
+	}
+}
