@@ -276,3 +276,19 @@ func rawBackends(t *testing.T, file string) []*unstructured.Unstructured {
 	}
 	return out
 }
+
+// TestRenderDefaultsANullField: a field written as null gets the CRD's
+// default, as the API server gives it. Render once read addressTypes: null
+// as no family and dropped every address the controller publishes.
+func TestRenderDefaultsANullField(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "null.yaml")
+	data := "apiVersion: backendslice.io/v1alpha1\nkind: ExternalBackend\nmetadata: {name: db}\nspec:\n  addressTypes: null\n" +
+		"  service: {ports: [{name: pg, port: 5432}]}\n  sources: [{name: s, static: {endpoints: [{address: 192.0.2.1}, {address: \"2001:db8::1\"}]}}]\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := render(t, "-f", path)
+	if err != nil || strings.Contains(out, "# dropped") || !strings.Contains(out, "addressType: IPv4") || !strings.Contains(out, "addressType: IPv6") {
+		t.Errorf("render: %v\n%s", err, out)
+	}
+}
