@@ -205,10 +205,10 @@ func (d Document) FieldLine(path string) int {
 func steps(path string) []string {
 	var out []string
 	for path != "" {
-		switch {
-		case path[0] == '.':
+		switch path[0] {
+		case '.':
 			path = path[1:]
-		case path[0] == '[':
+		case '[':
 			end := strings.IndexByte(path, ']')
 			if end < 0 {
 				return append(out, path[1:])
