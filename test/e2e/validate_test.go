@@ -65,6 +65,10 @@ var ruleSpecs = []struct{ name, spec string }{
 	{"unspecified address", addresses(nil, "0.0.0.0")},
 	{"IPv6 link-local multicast", addresses(nil, "ff02::1")},
 	{"a name that is only 0x", addresses(withFQDN, "0x.example.com")},
+	{"plugin source without a provider", `{"sources":[{"name":"p","plugin":{"parameters":{"zone":"a"}}}]}`},
+	{"plugin parameter key with a slash", `{"sources":[{"name":"p","providerRef":{"name":"hosts"},"plugin":{"parameters":{"a/b":"1"}}}]}`},
+	{"plugin parameter value of 1025 characters", `{"sources":[{"name":"p","providerRef":{"name":"hosts"},"plugin":{"parameters":{"a":"` + strings.Repeat("v", 1025) + `"}}}]}`},
+	{"plugin parameters accepted", `{"sources":[{"name":"p","providerRef":{"name":"hosts"},"plugin":{"parameters":{"zone":"eu-west-1a","file.path":"/etc/hosts"}}}]}`},
 }
 
 // staticBody ends a spec with one static source.
@@ -92,6 +96,12 @@ var providerSpecs = []struct{ name, spec string }{
 	{"ports and ranges", `{"static":{},"allowedCIDRs":["192.0.2.0/24","2001:db8::/32"],"namespaces":{"names":["default"]},"probes":{"allowedPorts":[{"port":8008},{"port":9000,"endPort":9099},{"port":65535}]}}`},
 	{"consul", `{"consul":{"address":"https://consul.example.com:8501","allowedServices":["payments-*"]},"namespaces":{"selector":{"matchLabels":{"team":"payments"}}}}`},
 	{"aws", `{"aws":{"region":"eu-west-1","consentTag":"backendslice.io/namespaces"},"namespaces":{"names":["payments"]}}`},
+	{"plugin token over plain HTTP", `{"plugin":{"url":"http://plugin.example.com:8080","tokenSecretRef":{"name":"t","key":"token"}},"namespaces":{"names":["payments"]}}`},
+	{"plugin token over HTTP on loopback", `{"plugin":{"url":"http://127.0.0.1:8080","tokenSecretRef":{"name":"t","key":"token"}},"namespaces":{"names":["payments"]}}`},
+	{"plugin TLS over plain HTTP", `{"plugin":{"url":"http://plugin.example.com","tls":{"serverName":"plugin.example.com"}},"namespaces":{"names":["payments"]}}`},
+	{"plugin timeout of 2m", `{"plugin":{"url":"https://plugin.example.com","timeout":"2m"},"namespaces":{"names":["payments"]}}`},
+	{"plugin timeout of 500ms", `{"plugin":{"url":"https://plugin.example.com","timeout":"500ms"},"namespaces":{"names":["payments"]}}`},
+	{"plugin accepted", `{"plugin":{"url":"https://plugin.example.com/v1","timeout":"5s","tokenSecretRef":{"name":"t","key":"token"}},"namespaces":{"names":["payments"]}}`},
 }
 
 // manyPorts is n allowed ports, 8000 onwards (JSON list items).
@@ -581,6 +591,7 @@ var fuzzTemplates = []string{
 	`{"probe":{"tcp":{},"period":%[1]s,"timeout":%[2]s},` + staticBody,
 	`{"service":{"name":%[1]s,"labels":{%[2]s:"x"},"adopt":{"handWrittenManagedBy":[%[1]s]}},` + staticBody,
 	`{"sources":[{"name":%[1]s,"static":{"endpoints":[{"address":"192.0.2.1"}]}},{"name":%[2]s,"dns":{"name":"db.example.com"}}]}`,
+	`{"sources":[{"name":"p","providerRef":{"name":"hosts"},"plugin":{"parameters":{%[1]s:%[2]s}}}]}`,
 }
 
 // FuzzValidateAgainstAdmission sends specs made of generated strings, in
