@@ -56,7 +56,6 @@ type Checker struct {
 // version is one served version of a CRD.
 type version struct {
 	gvk             schema.GroupVersionKind
-	plural          string
 	namespaced      bool
 	structural      *structuralschema.Structural
 	schemaValidator apiservervalidation.SchemaValidator
@@ -118,7 +117,6 @@ func compile(crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.Cu
 	}
 	out := &version{
 		gvk:             schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind},
-		plural:          crd.Spec.Names.Plural,
 		namespaced:      crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 		structural:      s,
 		schemaValidator: sv,
@@ -133,17 +131,6 @@ func compile(crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.Cu
 		}
 	}
 	return out, nil
-}
-
-// Knows tells whether gk is the kind of one of the CRDs.
-func (c *Checker) Knows(gk schema.GroupKind) bool { return len(c.kinds[gk]) > 0 }
-
-// Namespaced tells whether objects of gk live in namespaces.
-func (c *Checker) Namespaced(gk schema.GroupKind) bool {
-	for _, v := range c.kinds[gk] {
-		return c.versions[gk.WithVersion(v)].namespaced
-	}
-	return false
 }
 
 // Result is what a create would do with an object.
