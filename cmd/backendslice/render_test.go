@@ -150,13 +150,7 @@ func TestRenderFolderAndStdin(t *testing.T) {
 // render cannot know, fails with a message that names the culprit.
 func TestRenderErrors(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	write := fileWriter(t, dir)
 	const head = "apiVersion: backendslice.io/v1alpha1\nkind: ExternalBackend\n"
 	for _, tc := range []struct {
 		name string
@@ -290,5 +284,18 @@ func TestRenderDefaultsANullField(t *testing.T) {
 	out, err := render(t, "-f", path)
 	if err != nil || strings.Contains(out, "# dropped") || !strings.Contains(out, "addressType: IPv4") || !strings.Contains(out, "addressType: IPv6") {
 		t.Errorf("render: %v\n%s", err, out)
+	}
+}
+
+// fileWriter returns a function that writes content to a file of dir and
+// returns its path, failing t when it cannot.
+func fileWriter(t *testing.T, dir string) func(name, content string) string {
+	return func(name, content string) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -45,13 +43,7 @@ func TestValidateSamples(t *testing.T) {
 // files come as -f, as arguments (a pre-commit hook's) or on stdin.
 func TestValidateExitStatus(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	write := fileWriter(t, dir)
 	const head = "apiVersion: backendslice.io/v1alpha1\nkind: ExternalBackend\nmetadata: {name: db}\nspec:\n  service: {ports: [{name: pg, port: 5432}]}\n"
 	refused := write("refused.yaml", head+"  sources: [{name: s, static: {endpoints: [{address: '::ffff:192.0.2.7'}]}}]\n")
 	dropped := write("dropped.yaml", head+"  sources: [{name: s, static: {endpoints: [{address: 192.0.2.7}, {address: 100.100.100.200}]}}]\n")
