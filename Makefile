@@ -37,9 +37,10 @@ ENVTEST_ENV := KUBEBUILDER_ASSETS=$(BIN)
 
 # Modules of their own under the repository, which `go ... ./...` of the
 # main module skips: fmt, vet, lint, verify and test run in each too.
-# test/workflows lints .github/workflows with actionlint, whose
+# test/workflows lints .github/workflows with actionlint; test/promrules
+# checks the chart's alerts and dashboard with Prometheus's parsers. Their
 # dependencies stay out of the controller's go.mod.
-SUBMODULES := test/workflows
+SUBMODULES := test/workflows test/promrules
 
 # The chart's copies of the generated CRD and RBAC (`make manifests`).
 CHART_FILES := charts/backendslice/files
@@ -105,17 +106,17 @@ manifests: controller-gen ## Generate the CRD and RBAC into config/, and copy th
 ##@ Check
 
 .PHONY: fmt
-fmt: ## Format the Go code (go fmt).
+fmt: ## Format the Go code (go fmt), the test modules' too.
 	$(GO) fmt ./...
 	@for m in $(SUBMODULES); do (cd $$m && $(GO) fmt ./...); done
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet, on the test modules too.
 	$(GO) vet ./...
 	@for m in $(SUBMODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...); done
 
 .PHONY: lint
-lint: golangci-lint ## Run golangci-lint (.golangci.yml).
+lint: golangci-lint ## Run golangci-lint (.golangci.yml), on the test modules too.
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 	@for m in $(SUBMODULES); do echo "golangci-lint ($$m)"; (cd $$m && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
 
@@ -126,7 +127,7 @@ E2E_PKGS ?= ./test/e2e/...
 .PHONY: test
 test: $(TEST_PREREQS) ## Run all tests on a real kube-apiserver and etcd (envtest), dual-stack, then the end-to-end suites single-stack; and the workflows' lint.
 	$(ENVTEST_ENV) $(GO) test $(TEST_PKGS) $(TEST_FLAGS)
-	@for m in $(SUBMODULES); do echo "go test ($$m)"; (cd $$m && $(GO) test ./... $(TEST_FLAGS)); done
+	@for m in $(SUBMODULES); do echo "go test ($$m)"; (cd $$m && $(ENVTEST_ENV) $(GO) test ./... $(TEST_FLAGS)); done
 	$(ENVTEST_ENV) BACKENDSLICE_TEST_STACK=single $(GO) test $(E2E_PKGS) $(TEST_FLAGS)
 
 .PHONY: verify
@@ -169,10 +170,11 @@ chaos: $(TEST_PREREQS) ## Long chaos run of the real binary (50 SIGKILLs, leader
 FUZZTIME ?= 30s
 
 .PHONY: fuzz
-fuzz: ## Run each Go fuzz target for FUZZTIME (default 30s), one after another; a failing input is written to the package's testdata/fuzz/<target>/.
+fuzz: controlplane ## Run each Go fuzz target for FUZZTIME (default 30s), one after another; a failing input is written to the package's testdata/fuzz/<target>/.
 	$(GO) test ./internal/publish -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/sliceplan -run '^$$' -fuzz '^FuzzPlanner$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/backendslice -run '^$$' -fuzz '^FuzzRenderDecode$$' -fuzztime $(FUZZTIME)
+	$(ENVTEST_ENV) $(GO) test ./test/e2e -run '^$$' -fuzz '^FuzzValidateAgainstAdmission$$' -fuzztime $(FUZZTIME) -parallel 1
 
 ##@ Benchmarks
 
@@ -187,6 +189,10 @@ bench-scale: controlplane ## Converge 10,000 endpoints and 2,000 backends on a r
 .PHONY: bench-memory
 bench-memory: controlplane ## Measure heap and RSS per 1,000 backends and per 10,000 endpoints, and the cache transforms' saving side by side: write the memory section of docs/benchmarks-scale.md.
 	$(ENVTEST_ENV) $(GO) test -tags bench -run TestMemoryReport -count=1 -v -timeout 30m ./test/bench/memory -args -docs=$(CURDIR)/docs
+
+.PHONY: bench-validate
+bench-validate: ## Validate 1,000 ExternalBackends offline on one core, 5 rounds, after compiling the CRDs' CEL programs once: rewrites the validate section of docs/benchmarks.md.
+	$(GO) test ./internal/validate -run '^TestValidateSpeed$$' -count=1 -v -args -report=$(CURDIR)/docs/benchmarks.md
 
 .PHONY: bench-noisy
 bench-noisy: controlplane ## Time another namespace's creates, health flips and revocations idle and while one tenant flips a Service label on 200 slices every 2 s, and compare client-go's request limiter with the controller's: rewrites the noisy-neighbour and client-limit sections of docs/benchmarks.md.
@@ -209,6 +215,13 @@ FAILOVER_FLIPS ?= 100
 .PHONY: bench-failover
 bench-failover: $(TEST_PREREQS) ## Measure failover through kube-proxy for each kind of source (FAILOVER_FLIPS each, default 100) and rewrite the failover section of docs/benchmarks.md.
 	$(ENVTEST_ENV) $(GO) test ./test/e2e/datapath -run '^TestFailover$$' -count=1 -v -timeout 60m -args -flips=$(FAILOVER_FLIPS) -report=$(CURDIR)/docs/benchmarks.md
+
+PLUGIN_FLIPS ?= 100
+PLUGIN_BACKENDS ?= 1000
+
+.PHONY: bench-plugins
+bench-plugins: controlplane consul ## Time PLUGIN_FLIPS (100) health flips to the slice through a plugin that pushes and through Consul in one run, and the idle cost of PLUGIN_BACKENDS (1,000) backends on one plugin, polled and pushed: rewrites the plugins section of docs/benchmarks.md.
+	$(ENVTEST_ENV) $(GO) test ./test/e2e/plugins -run '^TestBenchmarkPlugins$$' -count=1 -v -timeout 60m -args -flips=$(PLUGIN_FLIPS) -cost-backends=$(PLUGIN_BACKENDS) -idle=2m -report=$(CURDIR)/docs/benchmarks.md
 
 .PHONY: bench-probes
 bench-probes: $(TEST_PREREQS) ## Probe 10,000 endpoints at a 10 s period on one prober, and time 50 server stops to the slice: rewrites the probes and probe-latency sections of docs/benchmarks.md.

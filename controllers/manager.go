@@ -140,6 +140,16 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	calls, err := newProviderCalls(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the provider call metrics: %w", err)
+	}
+	bpMetrics, err := backendprovider.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the BackendProvider metrics: %w", err)
+	}
+	// Every call to a provider, a source's or a connection check, is counted.
+	provs := opts.Providers.Observed(calls)
 	prober, waker, err := addProber(mgr, opts, reg)
 	if err != nil {
 		return nil, err
@@ -155,7 +165,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Events:    mgr.GetEventRecorder("backendslice"),
-		Providers: opts.Providers,
+		Providers: provs,
 		Config:    rcfg,
 		Metrics:   metrics,
 		Waker:     waker,
@@ -170,8 +180,8 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	bp := &backendprovider.Reconciler{Client: mgr.GetClient(), Namespace: rcfg.Namespace, Kinds: opts.Providers.Kinds(),
-		Checker: opts.Providers, Checks: checks, Watchdog: dog}
+	bp := &backendprovider.Reconciler{Client: mgr.GetClient(), Namespace: rcfg.Namespace, Kinds: provs.Kinds(),
+		Checker: provs, Checks: checks, Watchdog: dog, Metrics: bpMetrics}
 	if err := bp.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the BackendProvider status controller: %w", err)
 	}

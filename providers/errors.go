@@ -64,6 +64,29 @@ func AsError(err error) *Error {
 	return &Error{Reason: v1alpha1.ReasonSourceFailed, Err: err}
 }
 
+// Outcomes of a provider call, as Outcome names them.
+const (
+	OutcomeSuccess   = "success"
+	OutcomeGone      = "gone"
+	OutcomeTerminal  = "terminal"
+	OutcomeTransient = "transient"
+)
+
+// Outcome names what a provider call's err says: success (nil), gone (the
+// backend no longer exists: an answer, not a failure of the provider),
+// terminal (the spec or configuration is wrong) or transient (retried).
+func Outcome(err error) string {
+	switch e := AsError(err); {
+	case err == nil:
+		return OutcomeSuccess
+	case e.Gone:
+		return OutcomeGone
+	case e.Terminal:
+		return OutcomeTerminal
+	}
+	return OutcomeTransient
+}
+
 // IsTerminal reports whether err is a terminal provider failure.
 func IsTerminal(err error) bool {
 	return err != nil && AsError(err).Terminal

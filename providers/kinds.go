@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 )
@@ -100,6 +101,10 @@ func BuiltinKinds() Kinds {
 		Connect: connectConsul, Secrets: consulSecrets, FlagPrefix: "consul-"}
 	aws := &ProviderKind{Name: "aws", Of: func(s v1alpha1.BackendProviderSpec) bool { return s.AWS != nil },
 		Connect: connectAWS, FlagPrefix: "aws-"}
+	// A plugin has no connection of the controller's own: its sources
+	// always name a BackendProvider (the CRD requires providerRef).
+	plugin := &ProviderKind{Name: "plugin", Of: func(s v1alpha1.BackendProviderSpec) bool { return s.Plugin != nil },
+		Connect: connectPlugin, Secrets: pluginSecrets}
 	return Kinds{
 		{Kind: KindStatic, Of: func(s v1alpha1.Source) bool { return s.Static != nil }, Provider: static},
 		{Kind: KindDNS, Of: func(s v1alpha1.Source) bool { return s.DNS != nil }, Provider: dns},
@@ -114,6 +119,7 @@ func BuiltinKinds() Kinds {
 		// exist, so no stored object needs a check of the controller's.
 		{Kind: KindAWSElastiCache, Of: func(s v1alpha1.Source) bool { return s.AWSElastiCache != nil }, Provider: aws},
 		{Kind: KindAWSMemoryDB, Of: func(s v1alpha1.Source) bool { return s.AWSMemoryDB != nil }, Provider: aws},
+		{Kind: KindPlugin, Of: func(s v1alpha1.Source) bool { return s.Plugin != nil }, Provider: plugin},
 	}
 }
 
@@ -239,46 +245,109 @@ func connectDNS(_ context.Context, bp *v1alpha1.BackendProvider, _ SecretReader)
 // connectConsul reads the CA now, and the token now and again before every
 // query, so that a rotated token applies without a new reconcile.
 func connectConsul(ctx context.Context, bp *v1alpha1.BackendProvider, secrets SecretReader) (*Connection, error) {
-	s, user := bp.Spec.Consul, userOf(bp)
-	c := &ConsulConnection{Address: s.Address, Datacenter: s.Datacenter, Token: func() (string, error) { return "", nil }}
-	if tls := s.TLS; tls != nil {
-		c.ServerName = tls.ServerName
-		if tls.CASecretRef != nil {
-			ca, err := secrets.SecretValue(ctx, user, *tls.CASecretRef)
-			if err != nil {
-				return nil, err
-			}
-			c.CAPEM = ca
-		}
-	}
-	if ref := s.TokenSecretRef; ref != nil {
-		// Read now, so that a missing Secret makes the provider unusable
-		// at once, not at Consul's next answer; and again before every
-		// query, from the cache (no round trip), so that a rotated token
-		// applies without a reconcile.
-		if _, err := secrets.SecretValue(ctx, user, *ref); err != nil {
-			return nil, err
-		}
-		c.Token = func() (string, error) {
-			v, err := secrets.SecretValue(context.Background(), user, *ref)
-			return string(v), err
-		}
+	s := bp.Spec.Consul
+	t, err := readTrust(ctx, bp, secrets, s.TLS, s.TokenSecretRef)
+	if err != nil {
+		return nil, err
 	}
 	// A new CA is a new connection; a rotated token is not (see Key).
-	conn := NewConnection(bp, c.CAPEM)
-	conn.Consul = c
+	conn := NewConnection(bp, t.caPEM)
+	conn.Consul = &ConsulConnection{Address: s.Address, Datacenter: s.Datacenter, Token: t.token,
+		CAPEM: t.caPEM, ServerName: t.serverName}
 	return conn, nil
 }
 
 // consulSecrets are the token's and the CA's Secrets.
 func consulSecrets(bp *v1alpha1.BackendProvider) []string {
 	c := bp.Spec.Consul
-	var names []string
-	if c.TokenSecretRef != nil {
-		names = append(names, c.TokenSecretRef.Name)
+	return trustSecrets(c.TLS, c.TokenSecretRef)
+}
+
+// connectPlugin reads the plugin's CA and token as connectConsul does,
+// and fills in the bounds the spec leaves unset.
+func connectPlugin(ctx context.Context, bp *v1alpha1.BackendProvider, secrets SecretReader) (*Connection, error) {
+	s := bp.Spec.Plugin
+	t, err := readTrust(ctx, bp, secrets, s.TLS, s.TokenSecretRef)
+	if err != nil {
+		return nil, err
 	}
-	if c.TLS != nil && c.TLS.CASecretRef != nil {
-		names = append(names, c.TLS.CASecretRef.Name)
+	pc := &PluginConnection{URL: s.URL, CAPEM: t.caPEM, ServerName: t.serverName, Token: t.token,
+		Timeout: DefaultPluginTimeout, MaxEndpoints: DefaultPluginMaxEndpoints, MaxConcurrentRequests: DefaultPluginConcurrency}
+	if s.Timeout != nil {
+		pc.Timeout = s.Timeout.Duration
+	}
+	if s.MaxEndpoints > 0 {
+		pc.MaxEndpoints = int(s.MaxEndpoints)
+	}
+	if s.MaxConcurrentRequests > 0 {
+		pc.MaxConcurrentRequests = int(s.MaxConcurrentRequests)
+	}
+	conn := NewConnection(bp, t.caPEM)
+	conn.Plugin = pc
+	return conn, nil
+}
+
+// Defaults of a plugin BackendProvider's bounds (spec.plugin).
+const (
+	DefaultPluginTimeout      = 5 * time.Second
+	DefaultPluginMaxEndpoints = 1000
+	DefaultPluginConcurrency  = 8
+)
+
+// pluginSecrets are the token's and the CA's Secrets.
+func pluginSecrets(bp *v1alpha1.BackendProvider) []string {
+	p := bp.Spec.Plugin
+	return trustSecrets(p.TLS, p.TokenSecretRef)
+}
+
+// trust is how a connection proves whom it talks to and who it is: the
+// server's CA and name, and a token.
+type trust struct {
+	caPEM      []byte
+	serverName string
+	// token returns the current token; it never fails for a provider
+	// that names none.
+	token func() (string, error)
+}
+
+// readTrust reads the CA now, and the token now and again before every
+// request: now, so that a missing Secret makes the provider unusable at
+// once, not at the server's next answer; before every request, from the
+// cache (no round trip), so that a rotated token applies without a
+// reconcile.
+func readTrust(ctx context.Context, bp *v1alpha1.BackendProvider, secrets SecretReader, tls *v1alpha1.ProviderTLS, tokenRef *v1alpha1.SecretKeyReference) (trust, error) {
+	user := userOf(bp)
+	t := trust{token: func() (string, error) { return "", nil }}
+	if tls != nil {
+		t.serverName = tls.ServerName
+		if tls.CASecretRef != nil {
+			ca, err := secrets.SecretValue(ctx, user, *tls.CASecretRef)
+			if err != nil {
+				return trust{}, err
+			}
+			t.caPEM = ca
+		}
+	}
+	if ref := tokenRef; ref != nil {
+		if _, err := secrets.SecretValue(ctx, user, *ref); err != nil {
+			return trust{}, err
+		}
+		t.token = func() (string, error) {
+			v, err := secrets.SecretValue(context.Background(), user, *ref)
+			return string(v), err
+		}
+	}
+	return t, nil
+}
+
+// trustSecrets are the names of the Secrets of a token and a CA.
+func trustSecrets(tls *v1alpha1.ProviderTLS, tokenRef *v1alpha1.SecretKeyReference) []string {
+	var names []string
+	if tokenRef != nil {
+		names = append(names, tokenRef.Name)
+	}
+	if tls != nil && tls.CASecretRef != nil {
+		names = append(names, tls.CASecretRef.Name)
 	}
 	return names
 }

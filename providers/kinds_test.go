@@ -33,7 +33,7 @@ var (
 	consulSpec = v1alpha1.BackendProviderSpec{Consul: &v1alpha1.ConsulProvider{
 		Address: "https://consul:8501", Datacenter: "eu",
 		TokenSecretRef: &v1alpha1.SecretKeyReference{Name: "token", Key: "t"},
-		TLS: &v1alpha1.ConsulTLS{ServerName: "consul.internal",
+		TLS: &v1alpha1.ProviderTLS{ServerName: "consul.internal",
 			CASecretRef: &v1alpha1.SecretKeyReference{Name: "ca", Key: "ca.crt"}},
 	}}
 	awsSpec = v1alpha1.BackendProviderSpec{AWS: &v1alpha1.AWSProvider{Region: "eu-west-1", AssumeRoleARN: "arn:aws:iam::1:role/r",

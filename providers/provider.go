@@ -20,6 +20,7 @@ const (
 	KindConsul Kind = "consul"
 	KindAWSRDS Kind = "awsRDS"
 	KindAWSEC2 Kind = "awsEC2"
+	KindPlugin Kind = "plugin"
 
 	KindAWSElastiCache Kind = "awsElastiCache"
 	KindAWSMemoryDB    Kind = "awsMemoryDB"
@@ -77,6 +78,7 @@ type Connection struct {
 	Consul *ConsulConnection
 	AWS    *AWSConnection
 	DNS    *DNSConnection
+	Plugin *PluginConnection
 }
 
 // ConsulConnection is a Consul cluster's HTTP API.
@@ -105,6 +107,27 @@ type AWSConnection struct {
 	// ConsentTag, when set, publishes only instances, clusters and caches
 	// whose tag of this key lists the request's namespace (comma-separated).
 	ConsentTag string
+}
+
+// PluginConnection is a provider plugin: where it listens, how it is
+// trusted, and the bounds the platform team set on it.
+type PluginConnection struct {
+	// URL is the plugin's base URL; the protocol's paths are appended.
+	URL string
+	// CAPEM verifies the plugin's certificate (https); empty uses the
+	// system's roots.
+	CAPEM []byte
+	// ServerName is verified in the plugin's certificate when set.
+	ServerName string
+	// Token returns the bearer token of the next request ("" for none),
+	// asked before every request, so a rotated Secret applies at once.
+	Token func() (string, error)
+	// Timeout bounds one request that is not a long-poll.
+	Timeout time.Duration
+	// MaxEndpoints bounds the endpoints of one answer.
+	MaxEndpoints int
+	// MaxConcurrentRequests bounds the requests in flight, long-polls aside.
+	MaxConcurrentRequests int
 }
 
 // DNSConnection is a set of DNS resolvers, host:port.

@@ -12,10 +12,62 @@ import (
 
 // Registry maps source kinds to the providers built into this controller,
 // through its table of kinds. It is built once in main and injected; it
-// holds no mutable state.
+// holds no mutable state (an observer, when it has one, counts calls).
 type Registry struct {
 	kinds  Kinds
 	byKind map[Kind]Provider
+	// observer hears of every call passed to a provider; nil for none.
+	observer CallObserver
+}
+
+// Call is one call the registry passed to a provider, as a CallObserver
+// hears of it.
+type Call struct {
+	// Provider is the BackendProvider the call went through: the one a
+	// source names in providerRef, or the one checked; "" for a source
+	// without providerRef (the controller's own connection).
+	Provider string
+	// Kind is the BackendProvider kind of the provider called (static,
+	// dns, consul, aws).
+	Kind string
+	// Op is what was asked: CallResolve or CallCheck.
+	Op string
+}
+
+// What a Call asked.
+const (
+	// CallResolve resolved a source.
+	CallResolve = "resolve"
+	// CallCheck checked a BackendProvider's connection.
+	CallCheck = "check"
+)
+
+// CallObserver hears of every call a registry passes to a provider, with
+// the error it returned (nil for a success). It must not block: it is
+// called on the reconcile's goroutines.
+type CallObserver interface {
+	Called(c Call, err error)
+}
+
+// Observed returns a registry of the same providers and kinds that tells o
+// of every call it passes to a provider.
+func (r *Registry) Observed(o CallObserver) *Registry {
+	c := *r
+	c.observer = o
+	return &c
+}
+
+// observe tells the observer, if there is one, of a call through the
+// BackendProvider named provider (of kind p) and its outcome.
+func (r *Registry) observe(provider string, p *ProviderKind, op string, err error) {
+	if r.observer == nil {
+		return
+	}
+	c := Call{Provider: provider, Op: op}
+	if p != nil {
+		c.Kind = p.Name
+	}
+	r.observer.Called(c, err)
 }
 
 // NewRegistry returns a registry of the given providers for the built-in
@@ -53,7 +105,13 @@ func (r *Registry) Resolve(ctx context.Context, req Request) (Result, error) {
 			"spec.sources[%s].%s: this controller has no %s provider yet; use a static source meanwhile",
 			req.Source.Name, kind, kind)
 	}
-	return p.Resolve(ctx, req)
+	res, err := p.Resolve(ctx, req)
+	provider := ""
+	if ref := req.Source.ProviderRef; ref != nil {
+		provider = ref.Name
+	}
+	r.observe(provider, r.kinds.Of(req.Source).Provider, CallResolve, err)
+	return res, err
 }
 
 // Forgetter is implemented by providers that keep state per backend (shared
@@ -104,11 +162,14 @@ func (r *Registry) Close() {
 // checks connections (static, a kind of a plugin without a check): then
 // there is nothing to tell beyond the provider's settings.
 func (r *Registry) CheckConnection(ctx context.Context, bp *v1alpha1.BackendProvider, conn *Connection) (checked bool, err error) {
-	for _, kind := range r.kinds.SourceKindsOf(r.kinds.ProviderOf(bp.Spec)) {
+	pk := r.kinds.ProviderOf(bp.Spec)
+	for _, kind := range r.kinds.SourceKindsOf(pk) {
 		// Source kinds of one provider kind share its connection (awsRDS
 		// and awsEC2: aws), so one check tells for all of them.
 		if c, ok := r.byKind[kind].(Checker); ok {
-			return true, c.CheckConnection(ctx, conn)
+			err := c.CheckConnection(ctx, conn)
+			r.observe(bp.Name, pk, CallCheck, err)
+			return true, err
 		}
 	}
 	return false, nil

@@ -3,10 +3,13 @@ package providers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
@@ -231,6 +234,71 @@ func TestRegistryChecksThroughTheProviderKind(t *testing.T) {
 	} {
 		if checked, err := reg.CheckConnection(context.Background(), &v1alpha1.BackendProvider{Spec: spec}, nil); checked || err != nil {
 			t.Errorf("%+v: checked=%v err=%v, want no check", spec, checked, err)
+		}
+	}
+}
+
+// calls is a CallObserver that records what it hears.
+type calls []string
+
+func (c *calls) Called(call providers.Call, err error) {
+	*c = append(*c, call.Provider+"/"+call.Kind+"/"+call.Op+"/"+providers.Outcome(err))
+}
+
+// TestRegistryObservesCalls: an observed registry tells of each call it
+// passes to a provider, a resolve or a check, naming the BackendProvider
+// (the source's providerRef, "" without one), its kind and the outcome;
+// a source of a kind without a provider and a provider without a check
+// are no calls. The registry it was made from tells nothing.
+func TestRegistryObservesCalls(t *testing.T) {
+	rds := &checking{recorder: recorder{kind: providers.KindAWSRDS, err: providers.Transient(errors.New("throttled"))}, err: errors.New("AccessDenied")}
+	dns := &recorder{kind: providers.KindDNS, err: providers.Gone(v1alpha1.ReasonBackendNotFound, errors.New("NXDOMAIN"))}
+	plain, err := providers.NewRegistry(&recorder{kind: providers.KindStatic}, dns, rds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got calls
+	reg := plain.Observed(&got)
+	ctx := context.Background()
+	for _, src := range []v1alpha1.Source{
+		{Name: "fixed", Static: &v1alpha1.StaticSource{}, ProviderRef: &v1alpha1.ProviderReference{Name: "fixed-ips"}},
+		{Name: "lookup", DNS: &v1alpha1.DNSSource{Name: "db.example.com"}},
+		{Name: "rds", AWSRDS: &v1alpha1.AWSRDSSource{Region: "eu-west-1"}, ProviderRef: &v1alpha1.ProviderReference{Name: "account"}},
+		{Name: "catalog", Consul: &v1alpha1.ConsulSource{Service: "db"}},
+	} {
+		_, _ = reg.Resolve(ctx, providers.Request{Source: src})
+	}
+	for _, bp := range []*v1alpha1.BackendProvider{
+		{ObjectMeta: metav1.ObjectMeta{Name: "account"}, Spec: v1alpha1.BackendProviderSpec{AWS: &v1alpha1.AWSProvider{Region: "eu-west-1"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "fixed-ips"}, Spec: v1alpha1.BackendProviderSpec{Static: &v1alpha1.StaticProvider{}}},
+	} {
+		_, _ = reg.CheckConnection(ctx, bp, nil)
+	}
+	want := calls{"fixed-ips/static/resolve/success", "/dns/resolve/gone", "account/aws/resolve/transient", "account/aws/check/transient"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("observed %q, want %q", got, want)
+	}
+	got = nil
+	_, _ = plain.Resolve(ctx, providers.Request{Source: v1alpha1.Source{Name: "fixed", Static: &v1alpha1.StaticSource{}}})
+	if len(got) != 0 {
+		t.Errorf("the registry Observed was called on observed %q", got)
+	}
+}
+
+func TestOutcome(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{nil, providers.OutcomeSuccess},
+		{errors.New("untyped"), providers.OutcomeTransient},
+		{providers.Transient(errors.New("timeout")), providers.OutcomeTransient},
+		{providers.Terminalf(v1alpha1.ReasonAccessDenied, "denied"), providers.OutcomeTerminal},
+		{providers.Gone(v1alpha1.ReasonBackendNotFound, errors.New("deleted")), providers.OutcomeGone},
+		{fmt.Errorf("wrapped: %w", providers.Gone(v1alpha1.ReasonBackendNotFound, errors.New("deleted"))), providers.OutcomeGone},
+	} {
+		if got := providers.Outcome(c.err); got != c.want {
+			t.Errorf("Outcome(%v) = %s, want %s", c.err, got, c.want)
 		}
 	}
 }

@@ -5,10 +5,10 @@ import (
 )
 
 // BackendProviderSpec describes one connection the platform team offers
-// (a Consul cluster, an AWS account and region, a set of DNS resolvers, or
-// a range of fixed addresses) and the namespaces that may publish through it.
-// Exactly one kind is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.static), has(self.dns), has(self.consul), has(self.aws)].filter(x, x).size() == 1",message="spec: set exactly one of static, dns, consul, aws"
+// (a Consul cluster, an AWS account and region, a set of DNS resolvers, a
+// provider plugin, or a range of fixed addresses) and the namespaces that
+// may publish through it. Exactly one kind is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.static), has(self.dns), has(self.consul), has(self.aws), has(self.plugin)].filter(x, x).size() == 1",message="spec: set exactly one of static, dns, consul, aws, plugin"
 // +kubebuilder:validation:XValidation:rule="!has(self.static) || (has(self.allowedCIDRs) && self.allowedCIDRs.size() > 0)",message="spec.allowedCIDRs: a static provider must list the networks its namespaces may publish; fixed addresses are otherwise unbounded"
 type BackendProviderSpec struct {
 	// static admits static sources: no connection, only the namespaces and
@@ -28,6 +28,11 @@ type BackendProviderSpec struct {
 	// and awsMemoryDB sources.
 	// +optional
 	AWS *AWSProvider `json:"aws,omitempty"`
+
+	// plugin is a provider plugin, a process of its own that answers the
+	// plugin protocol (docs/plugins.md), for plugin sources.
+	// +optional
+	Plugin *PluginProvider `json:"plugin,omitempty"`
 
 	// namespaces that may name this provider in a source's providerRef.
 	// +required
@@ -161,7 +166,7 @@ type ConsulProvider struct {
 
 	// tls verifies the agent's certificate; setting it implies https.
 	// +optional
-	TLS *ConsulTLS `json:"tls,omitempty"`
+	TLS *ProviderTLS `json:"tls,omitempty"`
 
 	// datacenter queried where a source names none; the agent's own when unset.
 	// +optional
@@ -211,15 +216,16 @@ type ConsulProvider struct {
 	AllowedPartitions []string `json:"allowedPartitions,omitempty"`
 }
 
-// ConsulTLS verifies a Consul agent's certificate.
-type ConsulTLS struct {
+// ProviderTLS verifies the certificate of a provider's server (a Consul
+// agent, a plugin).
+type ProviderTLS struct {
 	// caSecretRef holds the PEM certificates of the CAs that sign the
-	// agent's certificate; unset uses the system's.
+	// server's certificate; unset uses the system's.
 	// +optional
 	CASecretRef *SecretKeyReference `json:"caSecretRef,omitempty"`
 
-	// serverName is the name verified in the agent's certificate when it
-	// differs from the host in address.
+	// serverName is the name verified in the server's certificate when it
+	// differs from the host in its address.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	ServerName string `json:"serverName,omitempty"`
@@ -262,6 +268,56 @@ type AWSProvider struct {
 	ConsentTag string `json:"consentTag,omitempty"`
 }
 
+// PluginProvider is where a provider plugin listens, and how the controller
+// talks to it. Only the platform team says where: sources name the
+// BackendProvider, never a URL.
+// +kubebuilder:validation:XValidation:rule="!has(self.tokenSecretRef) || self.url.startsWith('https://') || self.url.matches('^http://(localhost|127[.]0[.]0[.]1|[[]::1[]])(:[0-9]+)?(/.*)?$')",message="spec.plugin.tokenSecretRef: a token is sent only over https, or to a sidecar on localhost; use an https:// url (with tls.caSecretRef)"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || self.url.startsWith('https://')",message="spec.plugin.tls: set for an https:// url only; use https:// or remove tls"
+type PluginProvider struct {
+	// url of the plugin: http://127.0.0.1:PORT for a sidecar in the
+	// controller's Pod, or https://NAME.NAMESPACE.svc:PORT for a Service.
+	// The protocol's paths (/backendslice/v1/...) are added to it. No user
+	// information, query or fragment.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^https?://([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/[A-Za-z0-9._~-]+)*/?$`
+	URL string `json:"url"`
+
+	// tls verifies the plugin's certificate (an https:// url).
+	// +optional
+	TLS *ProviderTLS `json:"tls,omitempty"`
+
+	// tokenSecretRef holds a bearer token sent with every request, for the
+	// plugin to tell the controller from anyone else that reaches it. A
+	// rotated Secret is used from the next request on.
+	// +optional
+	TokenSecretRef *SecretKeyReference `json:"tokenSecretRef,omitempty"`
+
+	// timeout bounds one request that is not a long-poll (and the wait of
+	// a long-poll past its own wait time): 1s to 60s, 5s when unset.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('60s')",message="spec.plugin.timeout: between 1s and 60s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// maxEndpoints is the most endpoints one answer may carry (1 to
+	// 10000, 1000 when unset); an answer with more, or larger than 64 KiB
+	// plus 512 bytes an endpoint, is refused as garbage and the source
+	// keeps what it published.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxEndpoints int32 `json:"maxEndpoints,omitempty"`
+
+	// maxConcurrentRequests is the most requests the controller sends the
+	// plugin at once, long-polls aside (1 to 256, 8 when unset).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	MaxConcurrentRequests int32 `json:"maxConcurrentRequests,omitempty"`
+}
+
 // DefaultConsentTag is the tag key the documentation suggests for AWSProvider.ConsentTag.
 const DefaultConsentTag = "backendslice.io/namespaces"
 
@@ -271,7 +327,7 @@ type BackendProviderStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// kind is the provider's kind (static, dns, consul, aws), for listings.
+	// kind is the provider's kind (static, dns, consul, aws, plugin), for listings.
 	// +optional
 	Kind string `json:"kind,omitempty"`
 
@@ -286,7 +342,7 @@ type BackendProviderStatus struct {
 }
 
 // BackendProvider is a connection to a Consul cluster, an AWS account, a set
-// of DNS resolvers or a range of fixed addresses, owned by the platform
+// of DNS resolvers, a provider plugin or a range of fixed addresses, owned by the platform
 // team, and the namespaces whose ExternalBackends may use it. Sources name
 // it in providerRef.
 // +kubebuilder:object:root=true

@@ -121,4 +121,9 @@ const (
 	// identity); the message names the address and the error. Sources
 	// through it are still resolved, each reporting its own failures.
 	ReasonConnectionFailed = "ConnectionFailed"
+	// ReasonUnsupportedProtocol: the provider's plugin answers, but speaks
+	// no version of the plugin protocol this controller speaks; the message
+	// names both. It is said at the first check, not after several: it is
+	// no passing fault.
+	ReasonUnsupportedProtocol = "UnsupportedProtocol"
 )

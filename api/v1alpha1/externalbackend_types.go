@@ -223,7 +223,8 @@ type ServicePort struct {
 }
 
 // Source is one place endpoints come from. Exactly one kind is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.static), has(self.dns), has(self.consul), has(self.awsRDS), has(self.awsEC2), has(self.awsElastiCache), has(self.awsMemoryDB)].filter(x, x).size() == 1",message="spec.sources[]: set exactly one of static, dns, consul, awsRDS, awsEC2, awsElastiCache, awsMemoryDB"
+// +kubebuilder:validation:XValidation:rule="[has(self.static), has(self.dns), has(self.consul), has(self.awsRDS), has(self.awsEC2), has(self.awsElastiCache), has(self.awsMemoryDB), has(self.plugin)].filter(x, x).size() == 1",message="spec.sources[]: set exactly one of static, dns, consul, awsRDS, awsEC2, awsElastiCache, awsMemoryDB, plugin"
+// +kubebuilder:validation:XValidation:rule="!has(self.plugin) || has(self.providerRef)",message="spec.sources[].providerRef: a plugin source names the BackendProvider of its plugin (kubectl get backendproviders); where a plugin listens is the platform team's to say"
 type Source struct {
 	// name identifies the source on status; a DNS-1123 label unique in the list.
 	// +required
@@ -268,6 +269,11 @@ type Source struct {
 	// awsMemoryDB reads the nodes of a MemoryDB cluster's shards.
 	// +optional
 	AWSMemoryDB *AWSMemoryDBSource `json:"awsMemoryDB,omitempty"`
+
+	// plugin asks the provider plugin of the BackendProvider in
+	// providerRef, a process of its own (docs/plugins.md).
+	// +optional
+	Plugin *PluginSource `json:"plugin,omitempty"`
 
 	// probe checks this source's endpoints from the controller, in place
 	// of spec.probe.
@@ -512,6 +518,22 @@ type AWSEC2Source struct {
 	// controller's --aws-allowed-role-arns.
 	// +optional
 	AssumeRoleARN string `json:"assumeRoleARN,omitempty"`
+}
+
+// PluginSource is what a plugin source asks its plugin: parameters of the
+// plugin's own, which the plugin validates. The plugin is also told the
+// namespace and name of the ExternalBackend and the source's name, for its
+// own consent rules.
+type PluginSource struct {
+	// parameters of the plugin (which group, which cluster...), passed as
+	// they are: at most 32, keys of 1 to 63 letters, digits, '-', '_' and
+	// '.' starting and ending with a letter or digit, values of at most
+	// 1024 characters.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() >= 1 && k.size() <= 63 && self[k].size() <= 1024)",message="spec.sources[].plugin.parameters: keys are 1 to 63 characters and values at most 1024"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() > 63 || k.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",message="spec.sources[].plugin.parameters: keys are letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // ExternalBackendStatus is what the controller observed and did.

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -29,6 +29,7 @@ import (
 	"github.com/backendslice/backendslice/internal/cli"
 	"github.com/backendslice/backendslice/internal/importer"
 	"github.com/backendslice/backendslice/internal/publish"
+	"github.com/backendslice/backendslice/internal/validate"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 )
@@ -211,13 +212,13 @@ func readLive(ctx context.Context, kubeconfig, namespace string) (importer.Objec
 // checks and normalisation, as render does: addresses it would drop are
 // noted, and a backend it would refuse is refused here, with its message.
 func checkWithController(ctx context.Context, cfg externalbackend.Config, res importer.Result) (importer.Result, error) {
-	schema, err := backendSchema()
+	v, err := validate.New(validate.Options{Namespace: metav1.NamespaceDefault})
 	if err != nil {
 		return res, err
 	}
 	var kept []importer.Backend
 	for _, b := range res.Backends {
-		if err := checkBackend(ctx, cfg, schema, &b); err != nil {
+		if err := checkBackend(ctx, cfg, v, &b); err != nil {
 			res.Refused = append(res.Refused, append(b.Notes, importer.Note{Kind: importer.Refused, Object: b.Replaces[0],
 				Text: "the controller would refuse the ExternalBackend: " + err.Error()})...)
 			continue
@@ -228,15 +229,15 @@ func checkWithController(ctx context.Context, cfg externalbackend.Config, res im
 	return res, nil
 }
 
-// checkBackend renders b as the controller would, with the CRD's defaults
-// and its static sources resolved (other kinds are not resolved offline),
-// and notes the addresses it drops.
-func checkBackend(ctx context.Context, cfg externalbackend.Config, schema *apiextensionsv1.JSONSchemaProps, b *importer.Backend) error {
+// checkBackend admits b as the API server would (render's path) and
+// renders it as the controller would, with its static sources resolved
+// (other kinds are not resolved offline), and notes the addresses it drops.
+func checkBackend(ctx context.Context, cfg externalbackend.Config, v *validate.Validator, b *importer.Backend) error {
 	data, err := yaml.Marshal(b.ExternalBackend)
 	if err != nil {
 		return err
 	}
-	xbs, err := decodeBackends(data, schema)
+	xbs, err := admitBackends(ctx, v, validate.Split(b.Replaces[0], data))
 	if err != nil {
 		return err
 	}
@@ -253,7 +254,7 @@ func checkBackend(ctx context.Context, cfg externalbackend.Config, schema *apiex
 		}
 		results = append(results, publish.SourceResult{Name: src.Name, Endpoints: res.Endpoints})
 	}
-	_, _, dropped, err := externalbackend.Render(xb, results, cfg)
+	_, _, dropped, err := externalbackend.Render(xb, results, cfg, publish.ClusterNetworks{})
 	if err != nil {
 		return err
 	}
@@ -262,6 +263,14 @@ func checkBackend(ctx context.Context, cfg externalbackend.Config, schema *apiex
 			Text: fmt.Sprintf("endpoint %s: the controller drops it: %s", d.Address, d.Reason)})
 	}
 	return nil
+}
+
+// readInput reads a file, or stdin for "-".
+func readInput(stdin io.Reader, name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(stdin)
+	}
+	return os.ReadFile(name)
 }
 
 // report writes the notes on each backend, the refusals, what was passed

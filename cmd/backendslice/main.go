@@ -3,7 +3,9 @@
 //
 //	backendslice controller   run the controller
 //	backendslice render       print, offline, what it would write for a file
+//	backendslice validate     check manifests offline as the API server and the controller would
 //	backendslice import       write ExternalBackends for hand-written Services
+//	backendslice plugin-check run the provider conformance suite against a running plugin
 //	backendslice version      print the build's version, commit and Go version
 //
 // The demo, which starts a local control plane, is its own binary
@@ -36,7 +38,7 @@ func rootCommand() *cobra.Command {
 		Short:        "Publish outside backends as Kubernetes Services and EndpointSlices",
 		SilenceUsage: true,
 	}
-	root.AddCommand(controllerCommand(), renderCommand(), importCommand(), versionCommand())
+	root.AddCommand(controllerCommand(), renderCommand(), validateCommand(), importCommand(), pluginCheckCommand(), versionCommand())
 	return root
 }
 

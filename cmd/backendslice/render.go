@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -17,18 +13,13 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/config/crd"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/internal/cli"
 	"github.com/backendslice/backendslice/internal/publish"
+	"github.com/backendslice/backendslice/internal/validate"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 )
@@ -95,7 +86,7 @@ changes them.`,
 // runRender prints what the controller would write for each ExternalBackend
 // in o.file, in the order they appear.
 func runRender(ctx context.Context, stdin io.Reader, out io.Writer, cfg externalbackend.Config, o renderOptions) error {
-	backends, err := readBackends(stdin, o.file, o.namespace)
+	backends, err := readBackends(ctx, stdin, o.file, o.namespace)
 	if err != nil {
 		return err
 	}
@@ -137,7 +128,7 @@ func renderBackend(ctx context.Context, reg *providers.Registry, cfg externalbac
 		}
 		results = append(results, publish.SourceResult{Name: src.Name, Endpoints: res.Endpoints})
 	}
-	svc, eps, dropped, err := externalbackend.Render(xb, results, cfg)
+	svc, eps, dropped, err := externalbackend.Render(xb, results, cfg, publish.ClusterNetworks{})
 	if err != nil {
 		return nil, err
 	}
@@ -178,139 +169,54 @@ func toYAML(obj any) (string, error) {
 }
 
 // readBackends reads the ExternalBackends in file (a file, a folder or - for
-// stdin), with the CRD's defaults applied and namespace where they name none.
-func readBackends(stdin io.Reader, file, namespace string) ([]*v1alpha1.ExternalBackend, error) {
-	crdSchema, err := backendSchema()
+// stdin), with namespace where they name none, through validate's path.
+func readBackends(ctx context.Context, stdin io.Reader, file, namespace string) ([]*v1alpha1.ExternalBackend, error) {
+	docs, err := validate.Read(stdin, []string{file})
 	if err != nil {
 		return nil, err
 	}
-	files := []string{file}
-	if info, err := os.Stat(file); err == nil && info.IsDir() {
-		files = nil
-		for _, pattern := range []string{"*.yaml", "*.yml"} {
-			m, _ := filepath.Glob(filepath.Join(file, pattern)) // only a malformed pattern fails
-			files = append(files, m...)
-		}
-		slices.Sort(files)
+	v, err := validate.New(validate.Options{Namespace: namespace})
+	if err != nil {
+		return nil, err
 	}
-	var out []*v1alpha1.ExternalBackend
-	for _, name := range files {
-		data, err := readInput(stdin, name)
-		if err != nil {
-			return nil, err
-		}
-		xbs, err := decodeBackends(data, crdSchema)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		for _, xb := range xbs {
-			if xb.Namespace == "" {
-				xb.Namespace = namespace
-			}
-		}
-		out = append(out, xbs...)
-	}
-	return out, nil
+	return admitBackends(ctx, v, docs)
 }
 
-// readInput reads a file, or stdin for "-".
-func readInput(stdin io.Reader, name string) ([]byte, error) {
-	if name == "-" {
-		return io.ReadAll(stdin)
-	}
-	return os.ReadFile(name)
-}
-
-// decodeBackends decodes the ExternalBackends among the YAML documents in
-// data, skipping other kinds. Unknown fields are errors, as they are for
-// kubectl and Argo CD, and field names are case-sensitive, as they are for
-// the API server.
-func decodeBackends(data []byte, s *apiextensionsv1.JSONSchemaProps) ([]*v1alpha1.ExternalBackend, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+// admitBackends are the ExternalBackends among docs as the API server
+// would store them, through the admission `backendslice validate` runs
+// (the CRD's schema, defaults, pruning and CEL rules, with the CRD this
+// binary embeds): render and import show nothing the API server would
+// refuse, and what they show has the API server's defaults. A document
+// that cannot be read, or an ExternalBackend the API server would refuse,
+// is an error with the API server's message; other kinds are skipped.
+func admitBackends(ctx context.Context, v *validate.Validator, docs []validate.Document) ([]*v1alpha1.ExternalBackend, error) {
 	var out []*v1alpha1.ExternalBackend
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
+	for _, d := range docs {
+		if d.Err != nil {
+			return nil, fmt.Errorf("%s: %w", d, d.Err)
 		}
-		if err != nil {
-			return nil, err
-		}
-		var obj map[string]any
-		if err := yaml.Unmarshal(doc, &obj); err != nil {
-			return nil, err
-		}
-		gvk := schema.FromAPIVersionAndKind(str(obj["apiVersion"]), str(obj["kind"]))
-		if gvk.GroupKind() != v1alpha1.GroupVersion.WithKind("ExternalBackend").GroupKind() {
+		if d.Kind().GroupKind() != backendKind {
 			continue
 		}
-		if gvk.Version != v1alpha1.GroupVersion.Version {
-			return nil, fmt.Errorf("%s: this binary knows %s only", gvk, v1alpha1.GroupVersion)
+		res := v.Admit(ctx, d)
+		if res.Err != nil {
+			return nil, fmt.Errorf("%s: the API server would refuse it: %w", d, res.Err)
 		}
-		applyDefaults(obj, s)
-		js, err := json.Marshal(obj)
+		js, err := res.Object.MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
 		xb := &v1alpha1.ExternalBackend{}
-		strict, err := kjson.UnmarshalStrict(js, xb)
-		if err = errors.Join(append(strict, err)...); err != nil {
-			name, _, _ := unstructured.NestedString(obj, "metadata", "name")
-			return nil, fmt.Errorf("ExternalBackend %s: %w", name, err)
+		if err := json.Unmarshal(js, xb); err != nil {
+			return nil, fmt.Errorf("%s: %w", d, err)
 		}
 		out = append(out, xb)
 	}
+	return out, nil
 }
 
-// str is v when it is a string, else "".
-func str(v any) string {
-	s, _ := v.(string)
-	return s
-}
-
-// backendSchema is the OpenAPI schema of ExternalBackend v1alpha1 in the CRD.
-func backendSchema() (*apiextensionsv1.JSONSchemaProps, error) {
-	def := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(crd.ExternalBackendYAML, def); err != nil {
-		return nil, fmt.Errorf("reading the embedded CRD: %w", err)
-	}
-	for _, v := range def.Spec.Versions {
-		if v.Name == v1alpha1.GroupVersion.Version && v.Schema != nil {
-			return v.Schema.OpenAPIV3Schema, nil
-		}
-	}
-	return nil, fmt.Errorf("the embedded CRD has no schema for %s", v1alpha1.GroupVersion)
-}
-
-// applyDefaults sets the schema's defaults where x leaves a field out, and
-// then looks inside every field, defaulted ones included: the order in which
-// the API server's structural defaulting applies them.
-func applyDefaults(x any, s *apiextensionsv1.JSONSchemaProps) {
-	switch x := x.(type) {
-	case map[string]any:
-		for name, prop := range s.Properties {
-			if _, set := x[name]; !set && prop.Default != nil {
-				var v any
-				// The CRD's defaults are JSON the API server accepted.
-				_ = json.Unmarshal(prop.Default.Raw, &v)
-				x[name] = v
-			}
-		}
-		for name, v := range x {
-			if prop, ok := s.Properties[name]; ok {
-				applyDefaults(v, &prop)
-			} else if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
-				applyDefaults(v, s.AdditionalProperties.Schema)
-			}
-		}
-	case []any:
-		if s.Items != nil && s.Items.Schema != nil {
-			for _, v := range x {
-				applyDefaults(v, s.Items.Schema)
-			}
-		}
-	}
-}
+// backendKind is the kind render and import read.
+var backendKind = v1alpha1.GroupVersion.WithKind("ExternalBackend").GroupKind()
 
 // snapshot is what providers answered: by "namespace/name" of the
 // ExternalBackend, then by source name, the endpoints found.

@@ -12,10 +12,11 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/cli"
+	"github.com/backendslice/backendslice/internal/validate"
 )
 
-// FuzzRenderDecode feeds arbitrary bytes to decodeBackends, which reads
-// every file `backendslice render` is given, and renders what it decodes
+// FuzzRenderDecode feeds arbitrary bytes to admitBackends, which reads
+// every file `backendslice render` is given (through validate's path), and renders what it decodes
 // the way render does, with the controller's default flags and the provider
 // answers of testdata/render/snapshot.yaml. Render reads files nobody has
 // checked yet (a pull request under review), so it must answer any input
@@ -23,7 +24,8 @@ import (
 //
 //   - an error comes alone (no objects with it) and says something;
 //   - every decoded object is an ExternalBackend of the version this binary
-//     knows (other kinds are skipped, other versions refused);
+//     knows (other kinds are skipped, other versions refused), and one
+//     validate finds no admission error in;
 //   - rendering a decoded object does not panic, and what it prints is YAML
 //     documents of the objects the controller writes: a Service first, then
 //     its EndpointSlices, or the note on a suspended backend alone.
@@ -57,7 +59,7 @@ func FuzzRenderDecode(f *testing.F) {
 "sources": [{"name": "s", "static": {"endpoints": [{"address": "2001:DB8::1", "hostname": "a"}, {"address": "Db.Example.com."},
 {"address": "::ffff:192.0.2.1", "health": "Draining"}, {"address": "127.0.0.1"}]}}]}}`))
 	f.Add([]byte("---\n---\n# comments only\n---\n"))
-	schema, err := backendSchema()
+	v, err := validate.New(validate.Options{Namespace: "default"})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -77,12 +79,18 @@ func FuzzRenderDecode(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		xbs, err := decodeBackends(data, schema)
+		docs := validate.Split("fuzz", data)
+		xbs, err := admitBackends(context.Background(), v, docs)
 		if err != nil {
 			if xbs != nil || strings.TrimSpace(err.Error()) == "" {
 				t.Fatalf("decoding failed with objects %v and error %q", xbs, err)
 			}
 			return
+		}
+		for _, f := range v.Validate(context.Background(), docs).Findings {
+			if f.Check == validate.CheckAdmission && f.Kind == "ExternalBackend" {
+				t.Errorf("render read what validate refuses: %+v", f)
+			}
 		}
 		for _, xb := range xbs {
 			if xb.APIVersion != v1alpha1.GroupVersion.String() || xb.Kind != "ExternalBackend" {
@@ -126,4 +134,10 @@ func checkRendered(t *testing.T, xb *v1alpha1.ExternalBackend, docs []string) {
 			t.Errorf("%s/%s: document %d is a %v, want a %v", xb.Namespace, xb.Name, i, got, want)
 		}
 	}
+}
+
+// str is v when it is a string, else "".
+func str(v any) string {
+	s, _ := v.(string)
+	return s
 }

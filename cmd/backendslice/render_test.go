@@ -150,13 +150,7 @@ func TestRenderFolderAndStdin(t *testing.T) {
 // render cannot know, fails with a message that names the culprit.
 func TestRenderErrors(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	write := fileWriter(t, dir)
 	const head = "apiVersion: backendslice.io/v1alpha1\nkind: ExternalBackend\n"
 	for _, tc := range []struct {
 		name string
@@ -181,12 +175,18 @@ func TestRenderErrors(t *testing.T) {
 		{
 			name: "unknown field",
 			args: []string{"-f", write("typo.yaml", head+"metadata: {name: db}\nspec:\n  service: {ports: [{name: pg, port: 5432, targetport: 1}]}\n  sources: [{name: s, static: {endpoints: [{address: 192.0.2.1}]}}]\n")},
-			want: []string{"typo.yaml", "ExternalBackend db", `unknown field "spec.service.ports[0].targetport"`},
+			want: []string{"typo.yaml:1", "the API server would refuse it", `unknown field "spec.service.ports[0].targetport"`},
 		},
 		{
 			name: "unknown version",
 			args: []string{"-f", write("v2.yaml", "apiVersion: backendslice.io/v2\nkind: ExternalBackend\nmetadata: {name: db}\n")},
-			want: []string{"backendslice.io/v2", "knows backendslice.io/v1alpha1 only"},
+			want: []string{"backendslice.io/v2", "serves versions [v1alpha1]"},
+		},
+		{
+			// Render once printed this backend; the API server refuses it.
+			name: "a CEL rule refuses it",
+			args: []string{"-f", write("long-drain.yaml", "# a comment\n"+head+"metadata: {name: db}\nspec:\n  drainPeriod: 2h\n  service: {ports: [{name: pg, port: 5432}]}\n  sources: [{name: s, static: {endpoints: [{address: 192.0.2.1}]}}]\n")},
+			want: []string{"long-drain.yaml:2", "the API server would refuse it", `spec.drainPeriod: Invalid value: "2h": spec.drainPeriod: 2h is longer than the maximum of 1h; use 1h or less`},
 		},
 		{
 			name: "bad denied CIDR",
@@ -210,8 +210,9 @@ func TestRenderErrors(t *testing.T) {
 
 // TestRenderDefaultsMatchTheAPIServer holds render's reading of manifests
 // to the API server's: the controller sees objects with the CRD's defaults
-// applied by the API server, render applies them itself, and the two must
-// agree for every manifest the golden files come from.
+// applied by the API server, render applies them through validate's
+// admission, and the two must agree for every manifest the golden files
+// come from.
 func TestRenderDefaultsMatchTheAPIServer(t *testing.T) {
 	_, c := apiServer(t, "payments", "catalog")
 	ctx := context.Background()
@@ -220,7 +221,7 @@ func TestRenderDefaultsMatchTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, file := range append(files, "testdata/render/backends.yaml") {
-		rendered, err := readBackends(nil, file, "payments")
+		rendered, err := readBackends(ctx, nil, file, "payments")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,4 +269,33 @@ func rawBackends(t *testing.T, file string) []*unstructured.Unstructured {
 		}
 	}
 	return out
+}
+
+// TestRenderDefaultsANullField: a field written as null gets the CRD's
+// default, as the API server gives it. Render once read addressTypes: null
+// as no family and dropped every address the controller publishes.
+func TestRenderDefaultsANullField(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "null.yaml")
+	data := "apiVersion: backendslice.io/v1alpha1\nkind: ExternalBackend\nmetadata: {name: db}\nspec:\n  addressTypes: null\n" +
+		"  service: {ports: [{name: pg, port: 5432}]}\n  sources: [{name: s, static: {endpoints: [{address: 192.0.2.1}, {address: \"2001:db8::1\"}]}}]\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := render(t, "-f", path)
+	if err != nil || strings.Contains(out, "# dropped") || !strings.Contains(out, "addressType: IPv4") || !strings.Contains(out, "addressType: IPv6") {
+		t.Errorf("render: %v\n%s", err, out)
+	}
+}
+
+// fileWriter returns a function that writes content to a file of dir and
+// returns its path, failing t when it cannot.
+func fileWriter(t *testing.T, dir string) func(name, content string) string {
+	return func(name, content string) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
 }

@@ -1,6 +1,7 @@
 package backendprovider
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -107,8 +108,9 @@ type health struct {
 	against int
 	// failures counts the failed checks in a row, for the backoff.
 	failures int
-	// message is the Ready message of a False verdict: the last failure's.
-	message string
+	// message is the Ready message of a False verdict: the last failure's,
+	// and reason its reason.
+	message, reason string
 	// next is when the next check is due; zero is at once.
 	next time.Time
 }
@@ -125,8 +127,8 @@ func seed(key string, ready *metav1.Condition, generation int64) health {
 	switch {
 	case ready.Status == metav1.ConditionTrue && ready.Reason == v1alpha1.ReasonProviderReady:
 		h.known, h.ok = true, true
-	case ready.Status == metav1.ConditionFalse && ready.Reason == v1alpha1.ReasonConnectionFailed:
-		h.known, h.message = true, ready.Message
+	case ready.Status == metav1.ConditionFalse && (ready.Reason == v1alpha1.ReasonConnectionFailed || ready.Reason == v1alpha1.ReasonUnsupportedProtocol):
+		h.known, h.message, h.reason = true, ready.Message, ready.Reason
 	}
 	return h
 }
@@ -134,11 +136,14 @@ func seed(key string, ready *metav1.Condition, generation int64) health {
 // record is h after a check that ended at now with err, the next check
 // due after spread(the wait): the interval after a pass, the retry delay
 // doubled at each failure in a row (up to the interval) after a failure,
-// and the retry delay after a pass that does not yet turn the verdict.
+// and the retry delay after a pass that does not yet turn the verdict. A
+// terminal failure (the server answers, but speaks what the controller
+// cannot use) turns the verdict at once: it is no passing fault.
 func (h health) record(now time.Time, err error, o CheckOptions, spread func(time.Duration) time.Duration) health {
 	pass := err == nil
+	terminal := providers.IsTerminal(err)
 	switch {
-	case !h.known:
+	case !h.known || terminal:
 		h.known, h.ok, h.against = true, pass, 0
 	case pass == h.ok:
 		h.against = 0
@@ -156,7 +161,10 @@ func (h health) record(now time.Time, err error, o CheckOptions, spread func(tim
 	switch {
 	case !pass:
 		h.failures++
-		h.message = failedMessage(err, o)
+		h.message, h.reason = failedMessage(err, o), v1alpha1.ReasonConnectionFailed
+		if terminal {
+			h.message, h.reason = providers.Printable(err.Error(), maxErrorLen), providers.AsError(err).Reason
+		}
 		wait = min(o.RetryDelay<<min(h.failures-1, 30), o.Interval)
 	case !h.ok:
 		h.failures = 0
@@ -185,7 +193,7 @@ func (h health) condition(generation int64) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
 		Reason: v1alpha1.ReasonProviderReady, Message: readyMessage, ObservedGeneration: generation}
 	if !h.ok {
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonConnectionFailed, h.message
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, cmp.Or(h.reason, v1alpha1.ReasonConnectionFailed), h.message
 	}
 	return c
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
 )
 
 // testChecks are check options whose waits are easy to read.
@@ -32,6 +33,8 @@ func TestHealthRecord(t *testing.T) {
 	}
 	pass := func(ok bool, wait time.Duration) step { return step{nil, ok, wait} }
 	fail := func(ok bool, wait time.Duration) step { return step{refused, ok, wait} }
+	mismatch := providers.Terminalf(v1alpha1.ReasonUnsupportedProtocol, "speaks v2")
+	other := func(ok bool, wait time.Duration) step { return step{mismatch, ok, wait} }
 	cases := []struct {
 		name  string
 		start health
@@ -53,6 +56,9 @@ func TestHealthRecord(t *testing.T) {
 		{"a connection that works every other time never turns", health{known: true, ok: true}, []step{
 			fail(true, 5*time.Second), pass(true, time.Minute), fail(true, 5*time.Second), pass(true, time.Minute),
 			fail(true, 5*time.Second), fail(true, 10*time.Second), pass(true, time.Minute),
+		}},
+		{"a terminal failure turns a Ready provider at once", health{known: true, ok: true}, []step{
+			other(false, 5*time.Second), other(false, 10*time.Second), pass(false, 5*time.Second), pass(true, time.Minute),
 		}},
 		{"nor does one that fails every other time, once down", health{known: true}, []step{
 			pass(false, 5*time.Second), fail(false, 5*time.Second), pass(false, 5*time.Second), fail(false, 5*time.Second),
@@ -106,6 +112,11 @@ func TestHealthCondition(t *testing.T) {
 	if again != failed {
 		t.Errorf("the same failure again changed the condition:\n%+v\n%+v", failed, again)
 	}
+	other := providers.Terminalf(v1alpha1.ReasonUnsupportedProtocol, "the plugin speaks [\"v2\"], this controller v1")
+	c := health{known: true, ok: true}.record(now, other, testChecks, exact).condition(7)
+	if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonUnsupportedProtocol || !strings.Contains(c.Message, `speaks ["v2"]`) {
+		t.Errorf("a terminal failure: %+v, want False/UnsupportedProtocol with its message", c)
+	}
 }
 
 // TestSeed starts from the verdict status shows for the provider's
@@ -122,6 +133,7 @@ func TestSeed(t *testing.T) {
 		{"no status yet", nil, false, false},
 		{"Ready for this generation", cond(metav1.ConditionTrue, v1alpha1.ReasonProviderReady, 3), true, true},
 		{"ConnectionFailed for this generation", cond(metav1.ConditionFalse, v1alpha1.ReasonConnectionFailed, 3), true, false},
+		{"UnsupportedProtocol for this generation", cond(metav1.ConditionFalse, v1alpha1.ReasonUnsupportedProtocol, 3), true, false},
 		{"Ready for an earlier generation", cond(metav1.ConditionTrue, v1alpha1.ReasonProviderReady, 2), false, false},
 		{"SecretNotFound says nothing of the connection", cond(metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound, 3), false, false},
 	}

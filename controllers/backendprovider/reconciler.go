@@ -57,6 +57,8 @@ type Reconciler struct {
 	// Watchdog records each reconcile for the stuck-loop liveness check;
 	// nil when the check is off.
 	Watchdog *watchdog.Watchdog
+	// Metrics export each provider's Ready condition; nil exports nothing.
+	Metrics *Metrics
 
 	// book holds what the checks found, by provider.
 	book healthBook
@@ -76,6 +78,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, bp); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.book.forget(req.Name)
+			r.Metrics.forget(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -98,6 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	bp.Status.Kind = r.Kinds.OrBuiltin().ProviderKindOf(bp)
 	bp.Status.ObservedGeneration = bp.Generation
 	meta.SetStatusCondition(&bp.Status.Conditions, ready)
+	r.Metrics.condition(bp.Name, ready)
 	if equality.Semantic.DeepEqual(before.Status, bp.Status) {
 		return result, nil
 	}

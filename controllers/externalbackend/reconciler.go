@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/go-playground/validator/v10"
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,7 +51,8 @@ type Reconciler struct {
 	// nil when the check is off.
 	Watchdog *watchdog.Watchdog
 
-	validate *validator.Validate
+	// checks are the controller's own checks of a spec.
+	checks SpecChecker
 	// connections reads BackendProviders and their Secrets.
 	connections connections.Reader
 	// families tells which IP families the cluster serves, and its Service ranges.
@@ -116,7 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.Providers.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if err := validateSpec(r.validate, r.kinds(), r.Config.ClusterDomain, xb); err != nil {
+	if err := validateSpec(r.checks, r.kinds(), r.Config.ClusterDomain, xb); err != nil {
 		r.Providers.Forget(req.NamespacedName)
 		pass.specErr = err
 		return ctrl.Result{}, nil

@@ -22,17 +22,18 @@ import (
 // the Service, the slice planner), so that `backendslice render` shows what
 // the controller makes of a spec. Nothing is published yet, so nothing
 // drains and the planner starts from no slices. Results with an error are
-// left out, as the controller leaves out a failing source. Owner UIDs are
-// empty: the API server assigns them.
-func Render(xb *v1alpha1.ExternalBackend, results []publish.SourceResult, cfg Config) (*corev1.Service, []*discoveryv1.EndpointSlice, []v1alpha1.DroppedAddress, error) {
-	if err := validateSpec(newValidator(), providers.BuiltinKinds(), cfg.ClusterDomain, xb); err != nil {
+// left out, as the controller leaves out a failing source. cluster are the
+// cluster's own networks, as far as the caller knows them (offline, none
+// unless given). Owner UIDs are empty: the API server assigns them.
+func Render(xb *v1alpha1.ExternalBackend, results []publish.SourceResult, cfg Config, cluster publish.ClusterNetworks) (*corev1.Service, []*discoveryv1.EndpointSlice, []v1alpha1.DroppedAddress, error) {
+	if err := validateSpec(NewSpecChecker(), providers.BuiltinKinds(), cfg.ClusterDomain, xb); err != nil {
 		return nil, nil, nil, err
 	}
 	// Offline, every family the spec asks for is taken as served, and
 	// nothing is held back: there is no earlier answer to hold.
 	cfg.Coalesce = coalesce.Window{}
 	r := &Reconciler{Config: cfg, Clock: clock.RealClock{}}
-	seen := observed{served: sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol)}
+	seen := observed{served: sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol), cluster: cluster}
 	pub := r.publication(context.Background(), xb, resolved{results: results, admissions: make([]sourceAdmission, len(results))}, seen)
 	svc := desiredService(xb, ipFamilies(pub.families, pub.endpoints))
 	plan := sliceplan.Compute(r.planInput(xb, svc, pub))

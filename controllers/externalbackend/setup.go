@@ -94,7 +94,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return fmt.Errorf("indexing %T by backend: %w", o, err)
 		}
 	}
-	r.validate = newValidator()
+	r.checks = NewSpecChecker()
 	r.connections = connections.Reader{Client: r.Client, Namespace: r.Config.Namespace, Kinds: r.kinds()}
 	r.recreations = newRetryBucket()
 	r.shares = fairshare.New(cmp.Or(r.Config.NamespaceShare, fairshare.ShareOf(r.Workers)), nil)

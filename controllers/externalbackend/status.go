@@ -84,7 +84,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.Exter
 	log.FromContext(ctx).V(1).Info("reconciled", "endpoints", xb.Status.Endpoints.Total,
 		"ready", xb.Status.Endpoints.Ready, "slices", xb.Status.Slices, "requeueAfter", pass.requeueAfter)
 	r.announce(before, xb)
-	r.Metrics.endpoints(xb)
+	r.Metrics.backend(xb, !xb.Spec.Suspend && pass.specErr == nil, pass.results, r.Clock.Now())
 	if err := r.patchStatus(ctx, before, xb, pass.results); err != nil {
 		return 0, errors.Join(plan.retry, fmt.Errorf("patching status: %w", err))
 	}

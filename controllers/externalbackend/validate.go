@@ -34,18 +34,27 @@ func newValidator() *validator.Validate {
 	return v
 }
 
-// validateSpec returns an error naming the field and the fix, or nil;
-// each source is checked by its row of kinds, and each DNS name looked up
+// SpecChecker runs the controller's own checks of a spec, those that end
+// in InvalidSpec on status: the reconciler runs them before anything else,
+// and `backendslice validate` and `render` run the same offline.
+type SpecChecker struct{ validate *validator.Validate }
+
+// NewSpecChecker builds the checker; it is safe for concurrent use.
+func NewSpecChecker() SpecChecker { return SpecChecker{validate: newValidator()} }
+
+// Problems are the messages of the checks xb fails, each starting with the
+// field it names and saying the fix; none when the spec can be handled.
+// Each source is checked by its row of kinds, and each DNS name looked up
 // against the cluster's DNS domain (clusterDomain, the controller's
 // --cluster-domain), which the CRD's rules cannot know.
-func validateSpec(v *validator.Validate, kinds providers.Kinds, clusterDomain string, xb *v1alpha1.ExternalBackend) error {
+func (c SpecChecker) Problems(kinds providers.Kinds, clusterDomain string, xb *v1alpha1.ExternalBackend) ([]string, error) {
 	rules := specRules{ServiceName: serviceName(xb)}
 	if xb.Spec.DrainPeriod != nil {
 		rules.DrainPeriod = int64(xb.Spec.DrainPeriod.Duration)
 	}
 	var invalid validator.ValidationErrors
-	if err := v.Struct(rules); err != nil && !errors.As(err, &invalid) {
-		return err
+	if err := c.validate.Struct(rules); err != nil && !errors.As(err, &invalid) {
+		return nil, err
 	}
 	var msgs []string
 	for _, fe := range invalid {
@@ -59,9 +68,15 @@ func validateSpec(v *validator.Validate, kinds providers.Kinds, clusterDomain st
 		}
 	}
 	msgs = append(msgs, sourceChecks(kinds, xb)...)
-	msgs = append(msgs, lookupNameChecks(clusterDomain, xb)...)
-	if len(msgs) == 0 {
-		return nil
+	return append(msgs, lookupNameChecks(clusterDomain, xb)...), nil
+}
+
+// validateSpec returns an error naming the field and the fix, or nil: the
+// problems c finds, in one message.
+func validateSpec(c SpecChecker, kinds providers.Kinds, clusterDomain string, xb *v1alpha1.ExternalBackend) error {
+	msgs, err := c.Problems(kinds, clusterDomain, xb)
+	if err != nil || len(msgs) == 0 {
+		return err
 	}
 	return fmt.Errorf("%s", strings.Join(msgs, "; "))
 }

@@ -75,7 +75,7 @@ func TestValidateSpec(t *testing.T) {
 			},
 		},
 	}
-	v := newValidator()
+	v := NewSpecChecker()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			xb := &v1alpha1.ExternalBackend{
@@ -162,7 +162,7 @@ func TestLookupNamesUnderTheClusterDomain(t *testing.T) {
 		{"kube-dns.kube-system", "corp.test", "Service of namespace kube-system"},
 		{"instance-data.ec2.internal", "", "instance metadata service"},
 	}
-	v := newValidator()
+	v := NewSpecChecker()
 	for _, c := range cases {
 		err := validateSpec(v, providers.BuiltinKinds(), c.domain, dns(c.name))
 		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {

@@ -26,6 +26,7 @@ import (
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	consulprovider "github.com/backendslice/backendslice/providers/consul"
 	dnsprovider "github.com/backendslice/backendslice/providers/dns"
+	pluginprovider "github.com/backendslice/backendslice/providers/plugin"
 )
 
 // ControllerFlags are the flags of `backendslice controller`, also taken by
@@ -47,6 +48,7 @@ type ProviderOptions struct {
 	DNS    dnsprovider.Options
 	Consul consulprovider.Options
 	AWS    awsprovider.Options
+	Plugin pluginprovider.Options
 }
 
 // Bind registers the flags on fs.
@@ -87,6 +89,7 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	f.Providers.DNS.BindFlags(fs)
 	f.Providers.Consul.BindFlags(fs)
 	f.Providers.AWS.BindFlags(fs)
+	fs.DurationVar(&f.Providers.Plugin.Wait, "plugin-wait", pluginprovider.DefaultWait, "how long a plugin that pushes may hold a long-poll (its changes come at once whatever this says; it bounds how often an idle source asks again)")
 	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
 	f.zap.BindFlags(gofs)
 	fs.AddGoFlagSet(gofs)

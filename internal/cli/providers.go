@@ -9,6 +9,7 @@ import (
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	consulprovider "github.com/backendslice/backendslice/providers/consul"
 	dnsprovider "github.com/backendslice/backendslice/providers/dns"
+	pluginprovider "github.com/backendslice/backendslice/providers/plugin"
 	"github.com/backendslice/backendslice/providers/static"
 )
 
@@ -17,7 +18,7 @@ import (
 type Providers struct {
 	Registry *providers.Registry
 	// Waker is given to the manager (controllers.ManagerOptions.Waker):
-	// Consul watches push changes through it.
+	// Consul watches and plugin watches push changes through it.
 	Waker *externalbackend.ChannelWaker
 }
 
@@ -38,9 +39,14 @@ func NewProviders(ctx context.Context, o ProviderOptions) (Providers, error) {
 	if err != nil {
 		return Providers{}, err
 	}
+	// Plugins push through the same waker as Consul's watches.
+	plugin, err := pluginprovider.New(o.Plugin, waker)
+	if err != nil {
+		return Providers{}, err
+	}
 	// The table of kinds says what each kind is to the controller; here
 	// are only the providers, configured by the flags its rows name.
-	reg, err := providers.BuiltinKinds().NewRegistry(static.New(), dns, consul, aws.RDS(), aws.EC2(), aws.ElastiCache(), aws.MemoryDB())
+	reg, err := providers.BuiltinKinds().NewRegistry(static.New(), dns, consul, aws.RDS(), aws.EC2(), aws.ElastiCache(), aws.MemoryDB(), plugin)
 	if err != nil {
 		return Providers{}, err
 	}

@@ -3,7 +3,6 @@ package consul
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers/backoff"
 )
 
 // queryGrace is how long past its wait time (plus Consul's jitter of up to
@@ -138,18 +138,6 @@ func nextIndex(prev, got uint64) uint64 {
 	return got
 }
 
-// retryDelay is the pause after the n-th failure in a row (n >= 1):
-// doubled each time from first up to most, with jitter so that watches
-// that failed together do not retry together.
-func retryDelay(n int, first, most time.Duration) time.Duration {
-	d := first
-	for i := 1; i < n && d < most; i++ {
-		d *= 2
-	}
-	d = min(d, most)
-	return d/2 + rand.N(d/2+1)
-}
-
 // run is a watch's loop: query, publish, repeat, until ctx is done.
 func (p *Provider) run(ctx context.Context, w *watch) {
 	defer p.wg.Done()
@@ -172,7 +160,7 @@ func (p *Provider) run(ctx context.Context, w *watch) {
 			// answers again: it may have restarted with other indexes.
 			index = 0
 			failures++
-			if !sleep(ctx, retryDelay(failures, p.opts.RetryDelay, p.opts.MaxRetryDelay)) {
+			if !backoff.Sleep(ctx, backoff.Delay(failures, p.opts.RetryDelay, p.opts.MaxRetryDelay)) {
 				return
 			}
 			continue
@@ -251,17 +239,5 @@ func (p *Provider) abandon(w *watch) {
 		w.done = true
 		w.err = errors.New("the watch stopped before Consul answered")
 		close(w.answered)
-	}
-}
-
-// sleep waits for d or until ctx is done, and reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

@@ -2,7 +2,6 @@ package consul
 
 import (
 	"testing"
-	"time"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 )
@@ -23,19 +22,6 @@ func TestNextIndex(t *testing.T) {
 	for _, c := range cases {
 		if got := nextIndex(c.prev, c.got); got != c.want {
 			t.Errorf("%s: nextIndex(%d, %d) = %d, want %d", c.name, c.prev, c.got, got, c.want)
-		}
-	}
-}
-
-func TestRetryDelay(t *testing.T) {
-	lo, hi := 100*time.Millisecond, 2*time.Second
-	for n := 1; n <= 10; n++ {
-		base := min(lo<<(n-1), hi)
-		for range 50 {
-			d := retryDelay(n, lo, hi)
-			if d < base/2 || d > base {
-				t.Fatalf("retryDelay(%d) = %v, want within [%v, %v]", n, d, base/2, base)
-			}
 		}
 	}
 }

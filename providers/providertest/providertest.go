@@ -1,7 +1,6 @@
-// Package providertest is the conformance suite every provider passes.
-//
-// A provider's own test describes the provider and its fixtures in a Harness
-// and calls Run:
+// Package providertest runs the conformance suite (providers/conformance)
+// as a Go test: every provider's own test describes the provider and its
+// fixtures in a Harness and calls Run:
 //
 //	func TestConformance(t *testing.T) {
 //		providertest.Run(t, providertest.Harness{
@@ -12,41 +11,41 @@
 //		})
 //	}
 //
-// Run checks what the controller relies on, whatever the backend: the
-// provider's kind matches its sources; Resolve returns exactly the expected
-// endpoints, the same ones every time, without changing the request it was
-// given or handing out memory it reuses; failures are *providers.Error values
-// with the right classification (transient, terminal, gone), a CamelCase
-// reason and a message, and a backend that does not exist drains; a
-// cancelled context makes Resolve return promptly, never with a partial
-// answer and never with a terminal error; Resolve is safe for concurrent use
-// (run the tests with -race); endpoints have an address and a valid port.
+// Each property is a subtest; run the tests with -race, since one checks
+// that Resolve is safe for concurrent use. Outside a test, the
+// `backendslice plugin-check` command runs the same suite against a
+// running plugin.
 package providertest
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"reflect"
-	"regexp"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/providers/conformance"
 )
 
-// DefaultConcurrency is how many goroutines resolve at once in the
-// concurrency check when Harness.Concurrency is zero.
-const DefaultConcurrency = 8
+// The suite's types, under the names provider tests use.
+type (
+	// Case is a request that resolves successfully.
+	Case = conformance.Case
+	// Failure is how a request must fail.
+	Failure = conformance.Failure
+	// FailCase is a request that makes Resolve fail.
+	FailCase = conformance.FailCase
+	// MissingCase is a request whose backend does not exist.
+	MissingCase = conformance.MissingCase
+)
 
-// DefaultCancelBound is how long Resolve may take to return after its
-// context is cancelled when Harness.CancelBound is zero. It is a generous
-// safety bound that catches a provider ignoring its context, not a benchmark.
-const DefaultCancelBound = 5 * time.Second
+// DefaultConcurrency and DefaultCancelBound are the suite's.
+const (
+	DefaultConcurrency = conformance.DefaultConcurrency
+	DefaultCancelBound = conformance.DefaultCancelBound
+)
+
+// NewRequest returns a request for src in a test namespace and backend
+// (see conformance.NewRequest).
+var NewRequest = conformance.NewRequest
 
 // Harness describes a provider under test and the fixtures that drive it.
 // Provider, Good, Missing and Broken are required: Run fails when one is
@@ -83,71 +82,6 @@ type Harness struct {
 	CancelBound time.Duration
 }
 
-// Case is a request that resolves successfully.
-type Case struct {
-	// Name labels the case in failure messages.
-	Name string
-	// Request is what Resolve is given; NewRequest builds one.
-	Request providers.Request
-	// Want are the endpoints Resolve returns, in any order.
-	Want []providers.Endpoint
-}
-
-// Failure is how a request must fail.
-type Failure struct {
-	// Terminal is whether the failure is terminal (the spec or configuration
-	// is wrong) rather than transient (retried with backoff).
-	Terminal bool
-	// Gone is whether the failure says the backend no longer exists, so that
-	// its endpoints drain (providers.Gone); a Gone failure is also terminal.
-	Gone bool
-	// Reason, when not empty, is the condition reason the failure carries.
-	// Every failure's reason is checked to be CamelCase in any case.
-	Reason string
-	// MessageContains are texts the error message must contain, for example
-	// the field it names ("spec.sources[db].static").
-	MessageContains []string
-}
-
-// FailCase is a request that makes Resolve fail.
-type FailCase struct {
-	// Name labels the case in failure messages.
-	Name string
-	// Request is what Resolve is given; its source may be of no kind at all.
-	Request providers.Request
-	// Failure is how Resolve must fail.
-	Failure
-}
-
-// MissingCase is a request whose backend does not exist.
-type MissingCase struct {
-	// Request is what Resolve is given; its source is of the provider's kind.
-	Request providers.Request
-	// Fail, when nil, says Resolve answers with no endpoints and no error;
-	// otherwise Resolve fails as Fail says, which must be Gone and Terminal.
-	Fail *Failure
-}
-
-// NewRequest returns a request for src in a test namespace and backend,
-// publishing the given address types (IPv4 and IPv6 when none is given, as
-// the API defaults spec.addressTypes).
-func NewRequest(src v1alpha1.Source, types ...v1alpha1.AddressType) providers.Request {
-	if len(types) == 0 {
-		types = []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4, v1alpha1.AddressTypeIPv6}
-	}
-	return providers.Request{Namespace: "providertest", Backend: "conformance", Source: src, AddressTypes: types}
-}
-
-// reasonPattern is CamelCase as condition reasons are written: a capital
-// letter, then letters and digits.
-var reasonPattern = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
-
-// knownKinds are the source kinds the API has.
-var knownKinds = []providers.Kind{
-	providers.KindStatic, providers.KindDNS, providers.KindConsul, providers.KindAWSRDS, providers.KindAWSEC2,
-	providers.KindAWSElastiCache, providers.KindAWSMemoryDB,
-}
-
 // Run runs the conformance suite against h, one subtest a property.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
@@ -161,382 +95,12 @@ func Run(t *testing.T, h Harness) {
 	case h.Broken == nil:
 		t.Fatal("providertest: Harness.Broken is required")
 	}
-	if h.Concurrency <= 0 {
-		h.Concurrency = DefaultConcurrency
+	f := conformance.Fixtures{Good: h.Good(t), Missing: h.Missing(t), Broken: h.Broken(t),
+		Concurrency: h.Concurrency, CancelBound: h.CancelBound}
+	if err := f.Validate(); err != nil {
+		t.Fatal("providertest: Harness: " + err.Error())
 	}
-	if h.CancelBound <= 0 {
-		h.CancelBound = DefaultCancelBound
-	}
-	good := h.Good(t)
-	missing := h.Missing(t)
-	broken := h.Broken(t)
-	if len(good) == 0 {
-		t.Fatal("providertest: Harness.Good returned no case")
-	}
-	if !slices.ContainsFunc(good, func(c Case) bool { return len(c.Want) > 0 }) {
-		t.Fatal("providertest: every Harness.Good case expects no endpoint; give at least one that finds some")
-	}
-	if len(broken) == 0 {
-		t.Fatal("providertest: Harness.Broken returned no case")
-	}
-	if f := missing.Fail; f != nil && (!f.Gone || !f.Terminal) {
-		t.Fatal("providertest: MissingCase.Fail must be Gone and Terminal: a backend that does not exist drains (providers.Gone)")
-	}
-	for _, c := range good {
-		checkShape(t, "providertest: Harness.Good case "+c.Name+" Want", c.Want)
-	}
-
-	s := suite{h: h, good: good, missing: missing, broken: broken}
-	t.Run("Kind", s.kind)
-	t.Run("Resolve", s.resolve)
-	t.Run("Idempotent", s.idempotent)
-	t.Run("DoesNotMutateRequest", s.noMutation)
-	t.Run("ResultNotReused", s.notReused)
-	t.Run("Missing", s.missingBackend)
-	t.Run("Errors", s.errors)
-	t.Run("Cancelled", s.cancelled)
-	t.Run("Concurrent", s.concurrent)
-}
-
-// suite holds the fixtures for the checks.
-type suite struct {
-	h       Harness
-	good    []Case
-	missing MissingCase
-	broken  []FailCase
-}
-
-// call resolves a copy of req, so that no check sees another's changes.
-func (s suite) call(ctx context.Context, req providers.Request) (providers.Result, error) {
-	return s.h.Provider.Resolve(ctx, copyRequest(req))
-}
-
-func (s suite) kind(t *testing.T) {
-	k := s.h.Provider.Kind()
-	if !slices.Contains(knownKinds, k) {
-		t.Errorf("Kind() = %q, not one of %v", k, knownKinds)
-	}
-	if again := s.h.Provider.Kind(); again != k {
-		t.Errorf("Kind() changed between calls: %q then %q", k, again)
-	}
-	for _, c := range s.good {
-		if got := providers.KindOf(c.Request.Source); got != k {
-			t.Errorf("case %s: KindOf(source) = %q, but the provider's Kind() = %q", c.Name, got, k)
-		}
-	}
-	if got := providers.KindOf(s.missing.Request.Source); got != k {
-		t.Errorf("missing case: KindOf(source) = %q, but the provider's Kind() = %q", got, k)
-	}
-}
-
-func (s suite) resolve(t *testing.T) {
-	for _, c := range s.good {
-		res, err := s.call(context.Background(), c.Request)
-		if err != nil {
-			t.Errorf("case %s: Resolve: %v", c.Name, err)
-			continue
-		}
-		if res.RefreshAfter < 0 {
-			t.Errorf("case %s: RefreshAfter = %v, negative", c.Name, res.RefreshAfter)
-		}
-		checkShape(t, "case "+c.Name, res.Endpoints)
-		if diff := diffEndpoints(c.Want, res.Endpoints); diff != "" {
-			t.Errorf("case %s: endpoints differ from want:\n%s", c.Name, diff)
-		}
-	}
-}
-
-func (s suite) idempotent(t *testing.T) {
-	for _, c := range s.good {
-		first, err1 := s.call(context.Background(), c.Request)
-		second, err2 := s.call(context.Background(), c.Request)
-		if err1 != nil || err2 != nil {
-			t.Errorf("case %s: Resolve twice: errors %v, %v", c.Name, err1, err2)
-			continue
-		}
-		if diff := diffEndpoints(first.Endpoints, second.Endpoints); diff != "" {
-			t.Errorf("case %s: a second Resolve gave other endpoints (first = want, second = got):\n%s", c.Name, diff)
-		}
-	}
-	for _, c := range s.broken {
-		_, err1 := s.call(context.Background(), c.Request)
-		_, err2 := s.call(context.Background(), c.Request)
-		if err1 == nil || err2 == nil {
-			t.Errorf("broken case %s: Resolve twice: errors %v, %v; both must fail", c.Name, err1, err2)
-			continue
-		}
-		e1, e2 := providers.AsError(err1), providers.AsError(err2)
-		if e1.Terminal != e2.Terminal || e1.Gone != e2.Gone || e1.Reason != e2.Reason {
-			t.Errorf("broken case %s: failed as (terminal=%v, gone=%v, %s) then as (terminal=%v, gone=%v, %s)",
-				c.Name, e1.Terminal, e1.Gone, e1.Reason, e2.Terminal, e2.Gone, e2.Reason)
-		}
-	}
-}
-
-func (s suite) noMutation(t *testing.T) {
-	check := func(name string, req providers.Request) {
-		before := copyRequest(req)
-		_, _ = s.h.Provider.Resolve(context.Background(), req)
-		if !reflect.DeepEqual(before, req) {
-			t.Errorf("%s: Resolve changed the request it was given:\nbefore %+v\nafter  %+v", name, before, req)
-		}
-	}
-	// Resolve gets req by value, sharing every slice, map and pointer with
-	// it as a caller's spec would: a change through them shows in req.
-	for _, c := range s.good {
-		check("case "+c.Name, copyRequest(c.Request))
-	}
-	check("missing case", copyRequest(s.missing.Request))
-	for _, c := range s.broken {
-		check("broken case "+c.Name, copyRequest(c.Request))
-	}
-}
-
-func (s suite) notReused(t *testing.T) {
-	for _, c := range s.good {
-		first, err := s.call(context.Background(), c.Request)
-		if err != nil {
-			t.Errorf("case %s: Resolve: %v", c.Name, err)
-			continue
-		}
-		// The caller owns what it got: scribbling over it must not change
-		// later answers (a provider that caches must copy).
-		for i := range first.Endpoints {
-			first.Endpoints[i] = providers.Endpoint{Address: "scribbled.invalid", Zone: "scribbled", Port: 1}
-		}
-		second, err := s.call(context.Background(), c.Request)
-		if err != nil {
-			t.Errorf("case %s: second Resolve: %v", c.Name, err)
-			continue
-		}
-		if diff := diffEndpoints(c.Want, second.Endpoints); diff != "" {
-			t.Errorf("case %s: changing the endpoints one Resolve returned changed the next answer:\n%s", c.Name, diff)
-		}
-	}
-}
-
-func (s suite) missingBackend(t *testing.T) {
-	res, err := s.call(context.Background(), s.missing.Request)
-	if s.missing.Fail == nil {
-		if err != nil {
-			t.Fatalf("Resolve of a missing backend: %v; want no endpoints and no error", err)
-		}
-		if len(res.Endpoints) != 0 {
-			t.Errorf("Resolve of a missing backend found %d endpoint(s): %+v; want none", len(res.Endpoints), res.Endpoints)
-		}
-		return
-	}
-	checkFailure(t, "missing case", err, *s.missing.Fail)
-}
-
-func (s suite) errors(t *testing.T) {
-	for _, c := range s.broken {
-		res, err := s.call(context.Background(), c.Request)
-		if err == nil {
-			t.Errorf("broken case %s: Resolve succeeded with %d endpoint(s); want a failure", c.Name, len(res.Endpoints))
-			continue
-		}
-		checkFailure(t, "broken case "+c.Name, err, c.Failure)
-	}
-}
-
-// checkFailure checks that err is a *providers.Error as want says.
-func checkFailure(t *testing.T, name string, err error, want Failure) {
-	t.Helper()
-	if err == nil {
-		t.Errorf("%s: Resolve succeeded; want a failure", name)
-		return
-	}
-	var pe *providers.Error
-	if !errors.As(err, &pe) || pe == nil {
-		t.Errorf("%s: error %q (%T) is not a *providers.Error; wrap it with providers.Transient or providers.Terminal", name, err, err)
-		return
-	}
-	if got := providers.AsError(err); got != pe {
-		t.Errorf("%s: providers.AsError did not return the *providers.Error in the chain", name)
-	}
-	if providers.IsTerminal(err) != pe.Terminal {
-		t.Errorf("%s: providers.IsTerminal = %v, but Terminal = %v", name, providers.IsTerminal(err), pe.Terminal)
-	}
-	if pe.Terminal != want.Terminal {
-		t.Errorf("%s: Terminal = %v, want %v (error %q)", name, pe.Terminal, want.Terminal, err)
-	}
-	if pe.Gone != want.Gone {
-		t.Errorf("%s: Gone = %v, want %v (error %q)", name, pe.Gone, want.Gone, err)
-	}
-	if pe.Gone && !pe.Terminal {
-		t.Errorf("%s: a Gone failure is not terminal; build it with providers.Gone", name)
-	}
-	if !reasonPattern.MatchString(pe.Reason) {
-		t.Errorf("%s: Reason %q is not a CamelCase condition reason", name, pe.Reason)
-	}
-	if want.Reason != "" && pe.Reason != want.Reason {
-		t.Errorf("%s: Reason = %q, want %q", name, pe.Reason, want.Reason)
-	}
-	if pe.Err == nil {
-		t.Errorf("%s: *providers.Error has no Err", name)
-		return
-	}
-	msg := err.Error()
-	if strings.TrimSpace(msg) == "" {
-		t.Errorf("%s: error message is empty", name)
-	}
-	for _, sub := range want.MessageContains {
-		if !strings.Contains(msg, sub) {
-			t.Errorf("%s: error message %q does not contain %q", name, msg, sub)
-		}
-	}
-}
-
-func (s suite) cancelled(t *testing.T) {
-	type ctxCase struct {
-		name string
-		ctx  func() (context.Context, context.CancelFunc)
-	}
-	ctxs := []ctxCase{
-		{"cancelled before", func() (context.Context, context.CancelFunc) {
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			return ctx, cancel
-		}},
-		{"deadline passed", func() (context.Context, context.CancelFunc) {
-			return context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-		}},
-		{"cancelled during", func() (context.Context, context.CancelFunc) {
-			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(time.Millisecond, cancel)
-			return ctx, cancel
-		}},
-	}
-	for _, c := range s.good {
-		for _, cc := range ctxs {
-			name := fmt.Sprintf("case %s, context %s", c.Name, cc.name)
-			ctx, cancel := cc.ctx()
-			type answer struct {
-				res providers.Result
-				err error
-			}
-			done := make(chan answer, 1)
-			go func() {
-				res, err := s.call(ctx, c.Request)
-				done <- answer{res, err}
-			}()
-			timer := time.NewTimer(s.h.CancelBound)
-			select {
-			case a := <-done:
-				timer.Stop()
-				switch {
-				case a.err != nil && providers.IsTerminal(a.err):
-					t.Errorf("%s: a cancelled context gave a terminal error %q; it must be transient", name, a.err)
-				case a.err == nil:
-					// An answer is fine, but only a whole one: a partial
-					// answer would drain the endpoints left out.
-					if diff := diffEndpoints(c.Want, a.res.Endpoints); diff != "" {
-						t.Errorf("%s: a cancelled Resolve returned a partial answer without an error:\n%s", name, diff)
-					}
-				}
-			case <-timer.C:
-				t.Errorf("%s: Resolve did not return within %v of its context being done", name, s.h.CancelBound)
-			}
-			cancel()
-		}
-	}
-}
-
-func (s suite) concurrent(t *testing.T) {
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var problems []string
-	report := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		problems = append(problems, fmt.Sprintf(format, args...))
-	}
-	for g := range s.h.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			// Every goroutine resolves the same request values, as
-			// concurrent reconciles of one backend would.
-			for _, c := range s.good {
-				res, err := s.h.Provider.Resolve(context.Background(), c.Request)
-				if err != nil {
-					report("goroutine %d, case %s: Resolve: %v", g, c.Name, err)
-					continue
-				}
-				if diff := diffEndpoints(c.Want, res.Endpoints); diff != "" {
-					report("goroutine %d, case %s: endpoints differ from want:\n%s", g, c.Name, diff)
-				}
-			}
-			for _, c := range s.broken {
-				if _, err := s.h.Provider.Resolve(context.Background(), c.Request); err == nil {
-					report("goroutine %d, broken case %s: Resolve succeeded", g, c.Name)
-				}
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	for _, p := range problems {
-		t.Error(p)
-	}
-}
-
-// checkShape checks what every endpoint must look like: an address, and a
-// port that is zero (use the Service's targetPort) or a valid port number.
-func checkShape(t *testing.T, name string, eps []providers.Endpoint) {
-	t.Helper()
-	for i, e := range eps {
-		if strings.TrimSpace(e.Address) == "" {
-			t.Errorf("%s: endpoint %d has an empty address: %+v", name, i, e)
-		}
-		if e.Port < 0 || e.Port > 65535 {
-			t.Errorf("%s: endpoint %s has port %d; want 0 or 1..65535", name, e.Address, e.Port)
-		}
-	}
-}
-
-// diffEndpoints compares endpoints as sets (with multiplicity), ignoring
-// order, and describes what is missing from got and what got has extra.
-func diffEndpoints(want, got []providers.Endpoint) string {
-	left := map[providers.Endpoint]int{}
-	for _, e := range want {
-		left[e]++
-	}
-	var extra []providers.Endpoint
-	for _, e := range got {
-		if left[e] > 0 {
-			left[e]--
-			continue
-		}
-		extra = append(extra, e)
-	}
-	var missing []providers.Endpoint
-	for _, e := range want {
-		if left[e] > 0 {
-			left[e]--
-			missing = append(missing, e)
-		}
-	}
-	if len(missing) == 0 && len(extra) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	for _, e := range missing {
-		fmt.Fprintf(&b, "  missing: %+v\n", e)
-	}
-	for _, e := range extra {
-		fmt.Fprintf(&b, "  extra:   %+v\n", e)
-	}
-	return b.String()
-}
-
-// copyRequest deep-copies a request.
-func copyRequest(r providers.Request) providers.Request {
-	out := r
-	out.Source = *r.Source.DeepCopy()
-	out.AddressTypes = slices.Clone(r.AddressTypes)
-	return out
+	conformance.Check(h.Provider, f, func(property string, check func(conformance.Reporter)) {
+		t.Run(property, func(t *testing.T) { check(t) })
+	})
 }

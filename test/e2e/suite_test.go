@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"flag"
 	"os"
+	"syscall"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +24,15 @@ var k8s client.Client
 const testDenied = framework.TestDenied
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		// A fuzz worker talks to its coordinator on descriptors 3 and 4,
+		// which it inherited without close-on-exec: kube-apiserver and etcd
+		// would inherit them too and, outliving a worker the coordinator
+		// kills, hold its pipe open, and the coordinator waits forever.
+		syscall.CloseOnExec(3)
+		syscall.CloseOnExec(4)
+	}
 	os.Exit(framework.Run(m, framework.Options{
 		Providers: func(providers.Waker) ([]providers.Provider, error) {
 			return []providers.Provider{static.New()}, nil
@@ -29,7 +40,17 @@ func TestMain(m *testing.M) {
 		// TestPodRangeDropped gives a Node a Pod range.
 		Config:  func(c *externalbackend.Config) { c.DenyPodCIDRs = true },
 		Started: func(e *framework.Env) error { k8s = e.Client; return nil },
+		// Under -fuzz (the coordinator and each worker process run this
+		// TestMain), only FuzzValidateAgainstAdmission runs, and it needs
+		// the API server alone: a worker then starts and stops in seconds.
+		ControlPlaneOnly: fuzzing(),
 	}))
+}
+
+// fuzzing tells whether the test binary runs a fuzz target (-test.fuzz).
+func fuzzing() bool {
+	f := flag.Lookup("test.fuzz")
+	return f != nil && f.Value.String() != ""
 }
 
 // The shared waits and reads of the framework, under the names these tests use.

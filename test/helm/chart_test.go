@@ -528,6 +528,9 @@ func TestSchemaRejects(t *testing.T) {
 		{"denied name with a scheme", "controller: {deniedNames: [\"http://metadata\"]}", []string{"/controller/deniedNames/0"}},
 		{"unknown log level", "controller: {logLevel: verbose}", []string{"/controller/logLevel", "debug", "info", "error"}},
 		{"extra arg without dashes", "controller: {extraArgs: [leader-elect]}", []string{"/controller/extraArgs/0"}},
+		{"a sidecar named controller", "plugins: {sidecars: [{name: controller, image: x}]}", []string{"/plugins/sidecars/0/name"}},
+		{"a sidecar without an image", "plugins: {sidecars: [{name: hosts}]}", []string{"/plugins/sidecars/0", "image"}},
+		{"a sidecar with an unknown key", "plugins: {sidecars: [{name: hosts, image: x, command: [sh]}]}", []string{"command"}},
 		{"misspelt controller value", "controller: {maxEndpointPerSlice: 10}", []string{"/controller", "maxEndpointPerSlice"}},
 		{"misspelt top-level value", "replicas: 2", []string{"additional properties", "replicas"}},
 		{"role ARN of a user", "aws: {allowedRoleARNs: [\"arn:aws:iam::123456789012:user/bob\"]}", []string{"/aws/allowedRoleARNs/0"}},
@@ -573,6 +576,14 @@ func TestSchemaRejects(t *testing.T) {
 		{"misspelt NetworkPolicy value", "networkPolicy: {egres: []}", []string{"/networkPolicy", "egres"}},
 		{"honorLabels as a string", `metrics: {podMonitor: {honorLabels: "true"}}`, []string{"/metrics/podMonitor/honorLabels", "want boolean"}},
 		{"PodMonitor interval in words", "metrics: {podMonitor: {interval: often}}", []string{"/metrics/podMonitor/interval", "does not match pattern"}},
+		{"alert duration in words", "prometheusRule: {alerts: {sourceStale: {for: 15 minutes}}}", []string{"/prometheusRule/alerts/sourceStale/for", "does not match pattern"}},
+		{"alert duration in fractions", "prometheusRule: {alerts: {noLeader: {for: 1.5h}}}", []string{"/prometheusRule/alerts/noLeader/for", "does not match pattern"}},
+		{"error ratio above 1", "prometheusRule: {alerts: {reconcileErrors: {ratio: 1.5}}}", []string{"/prometheusRule/alerts/reconcileErrors/ratio", "maximum"}},
+		{"misspelt alert", "prometheusRule: {alerts: {sourceStail: {enabled: false}}}", []string{"/prometheusRule/alerts", "sourceStail"}},
+		{"alert without a severity", `prometheusRule: {alerts: {backendNotReady: {severity: ""}}}`, []string{"/prometheusRule/alerts/backendNotReady/severity"}},
+		{"runbook URL with an anchor", "prometheusRule: {runbookURL: https://wiki.example.com/runbook#top}", []string{"/prometheusRule/runbookURL", "does not match pattern"}},
+		{"extra rule without expr", "prometheusRule: {extraRules: [{alert: Mine}]}", []string{"/prometheusRule/extraRules/0", "expr"}},
+		{"rules namespace in capitals", "prometheusRule: {namespace: Monitoring}", []string{"/prometheusRule/namespace", "does not match pattern"}},
 	}
 	ch := load(t)
 	for _, c := range cases {

@@ -130,6 +130,44 @@ func TestEnvironment(t *testing.T) {
 	}
 }
 
+// TestPluginSidecars: each plugins.sidecars entry is a container beside
+// the controller, with its image, args, environment, resources and
+// mounts, and the controller's restricted security context under its own.
+func TestPluginSidecars(t *testing.T) {
+	d := deployment(t, `
+plugins:
+  sidecars:
+    - name: hostsfile
+      image: registry.example/hostsfile:1.0
+      args: [-listen, "127.0.0.1:9100", -file, /etc/hosts.d/hosts.yaml]
+      env: [{name: LOG, value: debug}]
+      resources: {limits: {memory: 64Mi}}
+      volumeMounts: [{name: hosts, mountPath: /etc/hosts.d, readOnly: true}]
+      securityContext: {readOnlyRootFilesystem: true}
+volumes: [{name: hosts, configMap: {name: hosts}}]
+`)
+	cs := d.Spec.Template.Spec.Containers
+	if len(cs) != 2 || cs[0].Name != "controller" || cs[1].Name != "hostsfile" {
+		t.Fatalf("containers %v, want the controller and the sidecar", cs)
+	}
+	s := cs[1]
+	sc := s.SecurityContext
+	switch {
+	case s.Image != "registry.example/hostsfile:1.0" || !slices.Equal(s.Args, []string{"-listen", "127.0.0.1:9100", "-file", "/etc/hosts.d/hosts.yaml"}):
+		t.Errorf("image %s args %v", s.Image, s.Args)
+	case len(s.Env) != 1 || s.Env[0].Name != "LOG" || s.Resources.Limits.Memory().String() != "64Mi":
+		t.Errorf("env %v resources %v", s.Env, s.Resources)
+	case len(s.VolumeMounts) != 1 || s.VolumeMounts[0].MountPath != "/etc/hosts.d":
+		t.Errorf("mounts %v", s.VolumeMounts)
+	case sc == nil || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || !ptr.Deref(sc.RunAsNonRoot, false) ||
+		ptr.Deref(sc.AllowPrivilegeEscalation, true) || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1:
+		t.Errorf("security context %+v: want the controller's restricted one with readOnlyRootFilesystem", sc)
+	}
+	if n := len(deployment(t, "").Spec.Template.Spec.Containers); n != 1 {
+		t.Errorf("%d containers by default", n)
+	}
+}
+
 // TestVolumes: volumes and mounts are added after the Consul token's, so
 // that a CA for --consul-ca-file can be mounted; the token's volume name is
 // the chart's own.

@@ -84,3 +84,14 @@ directly. */}}
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The labels of an alert of the PrometheusRule: its severity and
+prometheusRule.alertLabels. Takes a dict of root (the chart's context) and
+severity. */}}
+{{- define "backendslice.alertLabels" -}}
+labels:
+  severity: {{ .severity }}
+  {{- with .root.Values.prometheusRule.alertLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}

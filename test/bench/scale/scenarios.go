@@ -193,7 +193,7 @@ func plan(ctx context.Context, xbs []*v1alpha1.ExternalBackend, ns string, cfg e
 		}
 		xb := xb.DeepCopy()
 		xb.Namespace = ns
-		svc, sl, dropped, err := externalbackend.Render(xb, results, cfg)
+		svc, sl, dropped, err := externalbackend.Render(xb, results, cfg, publish.ClusterNetworks{})
 		if err != nil {
 			return nil, err
 		}

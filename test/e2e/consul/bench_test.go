@@ -3,7 +3,6 @@ package consul_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"testing"
 	"time"
@@ -99,7 +98,7 @@ func BenchmarkCheckToSlice(b *testing.B) {
 	}
 	b.StopTimer()
 	slices.Sort(delays)
-	median, p99 := percentile(delays, 0.5), percentile(delays, 0.99)
+	median, p99 := framework.Percentile(delays, 0.5), framework.Percentile(delays, 0.99)
 	b.ReportMetric(float64(median.Microseconds())/1000, "median-ms")
 	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 	b.Logf("check critical -> slice ready=false over %d flips: median %v, p99 %v, min %v, max %v (probe every %v)",
@@ -116,10 +115,4 @@ func readyIn(sl []discoveryv1.EndpointSlice, addr string) bool {
 		}
 	}
 	return false
-}
-
-// percentile is the nearest-rank q-quantile of sorted delays.
-func percentile(sorted []time.Duration, q float64) time.Duration {
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
 }

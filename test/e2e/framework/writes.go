@@ -1,9 +1,11 @@
 package framework
 
 import (
+	"math"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // WriteCounter counts the controller's write requests (every method but
@@ -74,3 +76,10 @@ type roundTripper func(*http.Request) (*http.Response, error)
 
 // RoundTrip calls f.
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Percentile is the nearest-rank q-quantile of sorted delays, for the
+// benchmarks' reports.
+func Percentile(sorted []time.Duration, q float64) time.Duration {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}

@@ -219,7 +219,7 @@ func TestUnusableProviderHolds(t *testing.T) {
 
 	ca := uniqueName(ns, "ca")
 	editProvider(t, bp, func(p *v1alpha1.BackendProvider) {
-		p.Spec.Consul.TLS = &v1alpha1.ConsulTLS{CASecretRef: &v1alpha1.SecretKeyReference{Name: ca, Key: "ca.crt"}}
+		p.Spec.Consul.TLS = &v1alpha1.ProviderTLS{CASecretRef: &v1alpha1.SecretKeyReference{Name: ca, Key: "ca.crt"}}
 	})
 	waitProviderStatus(t, bp, "consul", metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound, controllerNamespace+"/"+ca)
 	parts := []string{controllerNamespace + "/" + ca, "kubectl get bp " + bp}

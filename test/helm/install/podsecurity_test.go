@@ -38,6 +38,9 @@ func TestPodSecurityRestricted(t *testing.T) {
 		{name: "OpenShift: no fixed ids", values: "podSecurityContext: {runAsUser: null, runAsGroup: null, fsGroup: null}"},
 		{name: "privilege escalation allowed", values: "securityContext: {allowPrivilegeEscalation: true}", refused: "allowPrivilegeEscalation"},
 		{name: "runAsNonRoot dropped", values: "podSecurityContext: {runAsNonRoot: null}\nsecurityContext: {runAsNonRoot: null}", refused: "runAsNonRoot"},
+		{name: "a plugin sidecar", values: "plugins: {sidecars: [{name: hostsfile, image: registry.example/hostsfile:1.0, args: [-listen, \"127.0.0.1:9100\"]}]}"},
+		{name: "a plugin sidecar escalating", values: "plugins: {sidecars: [{name: hostsfile, image: x, securityContext: {allowPrivilegeEscalation: true}}]}",
+			refused: "allowPrivilegeEscalation"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/backendslice/backendslice/test/plugintest"
+)
+
+// TestPluginCheck runs `backendslice plugin-check` against both example
+// plugins, each a process of its own: every check passes, and the last
+// line counts them. A plugin answering otherwise than its cases say fails,
+// naming the property and the endpoint.
+func TestPluginCheck(t *testing.T) {
+	bin, err := plugintest.BuildHostsfile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugins := []struct {
+		name  string
+		argv  []string
+		cases string
+	}{
+		{"hostsfile", []string{bin, "-listen", "127.0.0.1:0", "-file", plugintest.Example("hostsfile", "testdata", "hosts.yaml")},
+			plugintest.Example("hostsfile", "testdata", "plugin-check.yaml")},
+		{"inventory-python", plugintest.Python("--listen", "127.0.0.1:0", "--file", plugintest.Example("inventory-python", "testdata", "inventory.json")),
+			plugintest.Example("inventory-python", "testdata", "plugin-check.yaml")},
+	}
+	for _, pl := range plugins {
+		t.Run(pl.name, func(t *testing.T) {
+			p, err := plugintest.Start("http", pl.argv...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Kill)
+			out, err := runCommand("plugin-check", "--url", p.URL, "--cases", pl.cases)
+			if err != nil {
+				t.Fatalf("plugin-check: %v\n%s", err, out)
+			}
+			if !strings.HasSuffix(out, "11 passed, 0 failed\n") || strings.Contains(out, "FAIL") {
+				t.Errorf("plugin-check printed:\n%s", out)
+			}
+			for _, prop := range []string{"PASS Info", "PASS Resolve", "PASS Missing", "PASS Errors", "PASS Cancelled", "PASS Concurrent", "PASS Push"} {
+				if !strings.Contains(out, prop) {
+					t.Errorf("plugin-check did not print %q:\n%s", prop, out)
+				}
+			}
+
+			// Cases that the plugin does not meet: an endpoint it does not answer.
+			cases, err := os.ReadFile(pl.cases)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wrong := filepath.Join(t.TempDir(), "wrong.yaml")
+			if err := os.WriteFile(wrong, bytes.Replace(cases, []byte("address: 192.0.2.31,"), []byte("address: 192.0.2.99,"), 1), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(wrong, bytes.Replace(mustRead(t, wrong), []byte("address: 192.0.2.11,"), []byte("address: 192.0.2.99,"), 1), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err = runCommand("plugin-check", "--url", p.URL, "--cases", wrong)
+			if err == nil || !strings.Contains(out, "FAIL Resolve") || !strings.Contains(out, "missing: {Address:192.0.2.99") ||
+				!strings.Contains(out, "failed\n") || strings.HasSuffix(out, " 0 failed\n") {
+				t.Errorf("plugin-check with a wrong case: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// runCommand runs the backendslice command with args and returns what it printed.
+func runCommand(args ...string) (string, error) {
+	root := rootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}

@@ -1,0 +1,496 @@
+// Package plugin resolves plugin sources: it asks a provider plugin, a
+// process of its own that speaks the plugin protocol (package protocol,
+// openapi.yaml), over HTTP or HTTPS at the url of the source's
+// BackendProvider.
+//
+// Every source has a watch: a loop in the background that asks the plugin
+// and keeps its latest answer. A plugin that pushes (its answers carry an
+// index) is long-polled, as Consul's blocking queries are; one that does
+// not is asked again when its answer says. Resolve answers from the watch,
+// and the watch wakes the backend through the controller's
+// providers.Waker when the answer changes, so that a reconcile never waits
+// on a plugin but for a new source's first answer, and then no longer than
+// the provider's timeout. A watch stops when its source goes (Forget), and
+// every watch on Close.
+//
+// What a plugin can do to the controller is bounded by its BackendProvider:
+// requests in flight (maxConcurrentRequests, long-polls aside), the time
+// one takes (timeout), the size of an answer and its endpoints
+// (maxEndpoints); redirects are never followed. An answer past a bound, a
+// body that is not the protocol's, a plugin that stops answering or
+// restarts: each is a transient failure, and the source keeps what it
+// published.
+package plugin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/providers/backoff"
+	"github.com/backendslice/backendslice/providers/plugin/protocol"
+)
+
+// Defaults of the options a zero value leaves unset.
+const (
+	// DefaultWait is how long a long-poll may be held: a change is pushed
+	// at once whatever it is; the wait only bounds how often an idle
+	// watch asks again.
+	DefaultWait = time.Minute
+	// DefaultRetryDelay is the first pause after a failed request, and
+	// DefaultMaxRetryDelay the longest.
+	DefaultRetryDelay    = 500 * time.Millisecond
+	DefaultMaxRetryDelay = 30 * time.Second
+	// DefaultMaxWatches bounds the watches through one BackendProvider.
+	DefaultMaxWatches = 10000
+	// requestRate and requestBurst rate-limit each watch's loop: a plugin
+	// that answers every long-poll at once with a new index would
+	// otherwise spin it.
+	requestRate  = 10
+	requestBurst = 10
+)
+
+// Options configure the provider; a zero field takes its default.
+type Options struct {
+	// Wait is how long a long-poll may be held (waitSeconds).
+	Wait time.Duration
+	// RetryDelay is the first pause after a failed request; it doubles,
+	// with jitter, at each failure in a row up to MaxRetryDelay.
+	RetryDelay, MaxRetryDelay time.Duration
+	// MaxWatches bounds the watches of one BackendProvider: past it a new
+	// source fails, transiently, naming the limit.
+	MaxWatches int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Wait <= 0 {
+		o.Wait = DefaultWait
+	}
+	if o.RetryDelay <= 0 {
+		o.RetryDelay = DefaultRetryDelay
+	}
+	if o.MaxRetryDelay <= 0 {
+		o.MaxRetryDelay = DefaultMaxRetryDelay
+	}
+	if o.MaxWatches <= 0 {
+		o.MaxWatches = DefaultMaxWatches
+	}
+	return o
+}
+
+// Provider resolves plugin sources through one watch each.
+type Provider struct {
+	opts  Options
+	waker providers.Waker
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// requests counts the requests sent to every plugin.
+	requests atomic.Uint64
+
+	mu      sync.Mutex
+	closed  bool
+	watches map[interest]*watch
+	conns   map[connID]*conn
+}
+
+// interest is one source of one ExternalBackend.
+type interest struct {
+	backend types.NamespacedName
+	source  string
+}
+
+// watch is the loop that keeps one source's answer. Its fields but key,
+// conn, req, cancel and answered are guarded by the provider's mutex.
+type watch struct {
+	// key changes with anything that changes what the plugin is asked.
+	key      string
+	conn     *conn
+	req      protocol.ResolveRequest
+	cancel   context.CancelFunc
+	answered chan struct{}
+
+	done      bool
+	endpoints []providers.Endpoint
+	err       error
+	// seen is set once a Resolve returned the current answer. A failure
+	// that comes before an answer was seen waits in pending until it is:
+	// a plugin that pushes a change and dies at once has its change
+	// published, and held, rather than the answer before it.
+	seen    bool
+	pending error
+}
+
+// New returns a provider that wakes the controller through waker when an
+// answer changes. It connects to nothing until the first Resolve.
+func New(opts Options, waker providers.Waker) (*Provider, error) {
+	if waker == nil {
+		return nil, errors.New("plugin provider: a waker is required, since watches push changes")
+	}
+	p := &Provider{opts: opts.withDefaults(), waker: waker, watches: map[interest]*watch{}, conns: map[connID]*conn{}}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p, nil
+}
+
+// Kind is providers.KindPlugin.
+func (*Provider) Kind() providers.Kind { return providers.KindPlugin }
+
+// Resolve returns the latest answer of the source's watch, starting the
+// watch on the first call. It waits for a new watch's first answer at
+// most the provider's timeout (and ctx), and not at all while the plugin
+// is not answering: a slow plugin holds no reconcile longer than that. The
+// answer holds until the watch wakes the backend: RefreshAfter is zero.
+func (p *Provider) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
+	field := fmt.Sprintf("spec.sources[%s].plugin", req.Source.Name)
+	src, cc := req.Source.Plugin, req.Connection
+	switch {
+	case src == nil:
+		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not a plugin source", req.Source.Name)
+	case cc == nil || cc.Plugin == nil || cc.Key == "":
+		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonProviderNotAvailable,
+			"spec.sources[%s].providerRef: a plugin source is resolved through a BackendProvider of kind plugin only; name one", req.Source.Name)
+	}
+	preq := protocol.ResolveRequest{Namespace: req.Namespace, Backend: req.Backend, Source: req.Source.Name,
+		Parameters: maps.Clone(src.Parameters), AddressTypes: addressTypes(req.AddressTypes)}
+	if preq.Parameters == nil {
+		preq.Parameters = map[string]string{}
+	}
+	w, err := p.use(interest{types.NamespacedName{Namespace: req.Namespace, Name: req.Backend}, req.Source.Name}, cc, preq)
+	if err != nil {
+		return providers.Result{}, within(field, err)
+	}
+	if err := p.firstAnswer(ctx, w); err != nil {
+		return providers.Result{}, within(field, err)
+	}
+	eps, err := p.take(req.Namespace, req.Backend, w)
+	if err != nil {
+		return providers.Result{}, within(field, err)
+	}
+	return providers.Result{Endpoints: eps}, nil
+}
+
+// take returns w's current answer and marks it seen; a failure that
+// waited for it becomes current, and wakes the backend again.
+func (p *Provider) take(namespace, backend string, w *watch) ([]providers.Endpoint, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	eps, err := slices.Clone(w.endpoints), w.err
+	w.seen = true
+	if w.pending != nil {
+		w.err, w.pending = w.pending, nil
+		// Not from here: Wake may wait for the controller, which is
+		// running this reconcile.
+		go p.waker.Wake(types.NamespacedName{Namespace: namespace, Name: backend})
+	}
+	return eps, err
+}
+
+// firstAnswer waits for w's first answer, at most the plugin's timeout
+// and ctx, and not at all while its plugin is failing. An answer in hand
+// is returned even if ctx is done: it is whole.
+func (p *Provider) firstAnswer(ctx context.Context, w *watch) error {
+	select {
+	case <-w.answered:
+		return nil
+	default:
+	}
+	if err := w.conn.failure(); err != nil {
+		return providers.Transient(fmt.Errorf("no answer yet; %w; the plugin is asked again in the background", err))
+	}
+	t := time.NewTimer(w.conn.timeout)
+	defer t.Stop()
+	select {
+	case <-w.answered:
+		return nil
+	case <-ctx.Done():
+		return providers.Transient(fmt.Errorf("no answer yet from %s: %w", w.conn.who, ctx.Err()))
+	case <-t.C:
+		return providers.Transient(fmt.Errorf("no answer yet from %s within spec.plugin.timeout (%s); the plugin is asked again in the background",
+			w.conn.who, w.conn.timeout))
+	}
+}
+
+// within names the source's field in err's message, keeping its kind.
+func within(field string, err error) error {
+	pe := providers.AsError(err)
+	return &providers.Error{Terminal: pe.Terminal, Gone: pe.Gone, Reason: pe.Reason, Err: fmt.Errorf("%s: %w", field, pe.Err)}
+}
+
+// addressTypes are the families as the protocol names them.
+func addressTypes(ts []v1alpha1.AddressType) []string {
+	out := make([]string, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, string(t))
+	}
+	return out
+}
+
+// keyOf identifies what a watch asks: the connection and the request.
+func keyOf(id connID, req protocol.ResolveRequest) string {
+	b, _ := json.Marshal(struct {
+		ID  connID
+		Req protocol.ResolveRequest
+	}{id, req})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// use returns the watch of i for request req through cc, starting it (and
+// making the client of cc) when i has none or one that asks otherwise.
+func (p *Provider) use(i interest, cc *providers.Connection, req protocol.ResolveRequest) (*watch, error) {
+	id := connID{cc.Name, cc.Key}
+	key := keyOf(id, req)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, providers.Transient(errors.New("the plugin provider is stopped"))
+	}
+	if w, ok := p.watches[i]; ok && w.key == key {
+		return w, nil
+	}
+	c, ok := p.conns[id]
+	if !ok {
+		var err error
+		if c, err = newConn(cc, &p.requests); err != nil {
+			return nil, err
+		}
+		p.conns[id] = c
+	}
+	if c.watches >= p.opts.MaxWatches {
+		return nil, providers.Transient(fmt.Errorf(
+			"%s already has %d sources, the controller's limit for one plugin; the source is retried and publishes once one frees up",
+			c.who, c.watches))
+	}
+	// The new watch's connection is counted before the old one is let go,
+	// so that a client both use is kept.
+	c.watches++
+	if _, ok := p.watches[i]; ok {
+		p.drop(i)
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	w := &watch{key: key, conn: c, req: req, cancel: cancel, answered: make(chan struct{})}
+	p.watches[i] = w
+	p.wg.Add(1)
+	go p.run(ctx, i.backend, w)
+	return w, nil
+}
+
+// drop stops the watch of i, and drops its connection's client with the
+// connection's last watch. p.mu is held.
+func (p *Provider) drop(i interest) {
+	w := p.watches[i]
+	delete(p.watches, i)
+	w.cancel()
+	c := w.conn
+	if c.watches--; c.watches == 0 {
+		delete(p.conns, c.id)
+		c.closeIdle()
+	}
+}
+
+// run is a watch's loop: ask, keep the answer, wake the backend when it
+// changed, and ask again: at once with the answer's index (a long-poll),
+// after the answer's refresh without one, with backoff after a failure.
+func (p *Provider) run(ctx context.Context, backend types.NamespacedName, w *watch) {
+	defer p.wg.Done()
+	defer p.abandon(w)
+	limiter := flowcontrol.NewTokenBucketRateLimiter(requestRate, requestBurst)
+	defer limiter.Stop()
+	req, failures := w.req, 0
+	for {
+		if limiter.Wait(ctx) != nil {
+			return
+		}
+		ans, err := p.ask(ctx, w.conn, req)
+		if ctx.Err() != nil {
+			return
+		}
+		p.publish(backend, w, ans.endpoints, err)
+		var pause time.Duration
+		switch {
+		case err != nil:
+			// Ask for the current state, not for a change, once the
+			// plugin answers again: it may have restarted with other indexes.
+			req.Index, req.WaitSeconds = "", 0
+			failures++
+			pause = backoff.Delay(failures, p.opts.RetryDelay, p.opts.MaxRetryDelay)
+		case ans.index != "":
+			failures = 0
+			req.Index, req.WaitSeconds = ans.index, int(p.opts.Wait/time.Second)
+		default:
+			failures = 0
+			req.Index, req.WaitSeconds = "", 0
+			// Less up to a tenth, so that sources started together do
+			// not keep asking together.
+			pause = ans.refresh - rand.N(ans.refresh/10+1)
+		}
+		if pause > 0 && !backoff.Sleep(ctx, pause) {
+			return
+		}
+	}
+}
+
+// ask negotiates the protocol version if needed, then resolves.
+func (p *Provider) ask(ctx context.Context, c *conn, req protocol.ResolveRequest) (answer, error) {
+	if err := c.negotiate(ctx); err != nil {
+		if pe := providers.AsError(err); pe.Reason == v1alpha1.ReasonUnsupportedProtocol {
+			// For the source, the plugin cannot be used: its
+			// BackendProvider's Ready condition says why.
+			return answer{}, providers.Terminal(v1alpha1.ReasonProviderNotAvailable, pe.Err)
+		}
+		return answer{}, err
+	}
+	return c.resolve(ctx, req)
+}
+
+// publish keeps a watch's latest answer or failure and wakes the backend
+// when what it would resolve changed.
+func (p *Provider) publish(backend types.NamespacedName, w *watch, eps []providers.Endpoint, err error) {
+	p.mu.Lock()
+	if err != nil && w.done && w.err == nil && !w.seen {
+		// The answer before is not seen yet: its wake-up is on its way.
+		w.pending = err
+		p.mu.Unlock()
+		return
+	}
+	changed := !w.done || !sameError(w.err, err) || (err == nil && !sameEndpoints(w.endpoints, eps))
+	w.err, w.pending = err, nil
+	if err == nil {
+		w.endpoints = eps
+	}
+	if changed {
+		w.seen = false
+	}
+	if !w.done {
+		w.done = true
+		close(w.answered)
+	}
+	p.mu.Unlock()
+	// Outside the lock: Wake may wait for the controller, which may be
+	// resolving, which takes the lock.
+	if changed {
+		p.waker.Wake(backend)
+	}
+}
+
+// sameError tells whether two failures (or successes) read alike on status.
+func sameError(a, b error) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ea, eb := providers.AsError(a), providers.AsError(b)
+	return ea.Terminal == eb.Terminal && ea.Gone == eb.Gone && ea.Reason == eb.Reason && a.Error() == b.Error()
+}
+
+// sameEndpoints compares two answers as sets.
+func sameEndpoints(a, b []providers.Endpoint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	count := make(map[providers.Endpoint]int, len(a))
+	for _, e := range a {
+		count[e]++
+	}
+	for _, e := range b {
+		if count[e]--; count[e] < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// abandon answers a watch that stopped before the plugin answered it, so
+// that a Resolve waiting for the first answer returns at once.
+func (p *Provider) abandon(w *watch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !w.done {
+		w.done, w.err = true, providers.Transient(errNoAnswer)
+		close(w.answered)
+	}
+}
+
+// Forget stops the watches of backend's sources other than those named
+// in keep.
+func (p *Provider) Forget(backend types.NamespacedName, keep ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.watches {
+		if i.backend == backend && !slices.Contains(keep, i.source) {
+			p.drop(i)
+		}
+	}
+}
+
+// Stats are counts for benchmarks and tests.
+type Stats struct {
+	// Watches running, and Connections (BackendProviders) they use.
+	Watches, Connections int
+	// Requests sent to plugins for sources since the provider started
+	// (connection checks aside).
+	Requests uint64
+}
+
+// Stats says how many watches run and how many requests were sent.
+func (p *Provider) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Stats{Watches: len(p.watches), Connections: len(p.conns), Requests: p.requests.Load()}
+}
+
+// Close stops every watch and waits for them to end; Resolve fails after
+// it. A watch may be waiting in the waker, so the waker's consumer (the
+// controller) must still run, or be stopped, while Close waits.
+func (p *Provider) Close() {
+	p.mu.Lock()
+	p.closed = true
+	conns := slices.Collect(maps.Values(p.conns))
+	clear(p.watches)
+	clear(p.conns)
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
+	for _, c := range conns {
+		c.closeIdle()
+	}
+}
+
+// CheckConnection asks the plugin of cc for its info, with the
+// provider's CA, server name and token, and refuses one that speaks no
+// version of the protocol this controller speaks (terminal,
+// UnsupportedProtocol: the BackendProvider says so at once). The client
+// is made for the check and closed after it.
+func (p *Provider) CheckConnection(ctx context.Context, cc *providers.Connection) error {
+	if cc == nil || cc.Plugin == nil {
+		return errors.New("a plugin BackendProvider names its plugin's url; there is no connection of the controller's own to check")
+	}
+	// The check's request is not one of the sources' (Stats).
+	c, err := newConn(cc, new(atomic.Uint64))
+	if err != nil {
+		return err
+	}
+	defer c.closeIdle()
+	return c.info(ctx)
+}
+
+var (
+	_ providers.Provider  = (*Provider)(nil)
+	_ providers.Checker   = (*Provider)(nil)
+	_ providers.Forgetter = (*Provider)(nil)
+	_ providers.Closer    = (*Provider)(nil)
+)

@@ -1,0 +1,147 @@
+// Package protocol holds the wire types of the provider plugin protocol,
+// version 1: what the controller (providers/plugin) sends a plugin and
+// what the plugin answers, as openapi.yaml in this folder describes them.
+// The OpenAPI document is the contract; these types follow it, and a test
+// checks that they do. A plugin in Go builds on the SDK (providers/plugin/sdk);
+// one in any other language needs only the document (docs/plugins.md).
+package protocol
+
+import (
+	_ "embed"
+)
+
+// Version is the protocol version this package speaks: the path segment
+// of every operation, and what Info.ProtocolVersions must list.
+const Version = "v1"
+
+// Paths of the operations, below the url a BackendProvider names.
+const (
+	// InfoPath answers GET with Info: the handshake, and the connection
+	// check behind a BackendProvider's Ready condition.
+	InfoPath = "/backendslice/" + Version + "/info"
+	// ResolvePath answers POST of a ResolveRequest with a ResolveResponse
+	// or an ErrorResponse.
+	ResolvePath = "/backendslice/" + Version + "/resolve"
+)
+
+// OpenAPI is the protocol's document, openapi.yaml.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// Info is what a plugin says of itself.
+type Info struct {
+	// ProtocolVersions are the protocol versions the plugin speaks; the
+	// controller uses a plugin only when Version is among them.
+	ProtocolVersions []string `json:"protocolVersions"`
+	// Name and PluginVersion name the plugin, for messages and logs.
+	Name          string `json:"name,omitempty"`
+	PluginVersion string `json:"pluginVersion,omitempty"`
+}
+
+// ResolveRequest asks for the endpoints of one source of one ExternalBackend.
+type ResolveRequest struct {
+	// Namespace and Backend name the ExternalBackend, and Source its
+	// source: the plugin applies its own consent rules to them.
+	Namespace string `json:"namespace"`
+	Backend   string `json:"backend"`
+	Source    string `json:"source"`
+	// Parameters are the source's spec.sources[].plugin.parameters.
+	Parameters map[string]string `json:"parameters"`
+	// AddressTypes are the families the backend publishes (IPv4, IPv6,
+	// FQDN): a plugin may leave out what is not asked for.
+	AddressTypes []string `json:"addressTypes"`
+	// Index, when set, is the index of the plugin's last answer: the
+	// plugin holds the request until its answer would carry another index,
+	// or WaitSeconds have passed (a long-poll, as Consul's blocking queries).
+	Index string `json:"index,omitempty"`
+	// WaitSeconds is how long a long-poll may be held; set with Index.
+	WaitSeconds int `json:"waitSeconds,omitempty"`
+}
+
+// ResolveResponse is the endpoints of one source.
+type ResolveResponse struct {
+	// Endpoints of the backend, in any order.
+	Endpoints []Endpoint `json:"endpoints"`
+	// RefreshAfterSeconds is when a plugin that does not push wants to be
+	// asked again (kept between 1 and 3600; 30 when unset).
+	RefreshAfterSeconds int `json:"refreshAfterSeconds,omitempty"`
+	// Index, when set, says the plugin pushes: the next request carries it
+	// and is held until the answer changes. At most MaxIndexLength bytes.
+	Index string `json:"index,omitempty"`
+}
+
+// Endpoint is one address of a backend.
+type Endpoint struct {
+	// Address is an IPv4 or IPv6 address, or a DNS name (published only
+	// where the backend asks for FQDN).
+	Address string `json:"address"`
+	// Serving is true when the endpoint can take traffic.
+	Serving bool `json:"serving"`
+	// Terminating is true when the endpoint is going away: it is
+	// published not ready while it drains.
+	Terminating bool `json:"terminating,omitempty"`
+	// Zone is the endpoint's zone, for topology hints.
+	Zone string `json:"zone,omitempty"`
+	// Hostname is a DNS-1123 label naming the endpoint.
+	Hostname string `json:"hostname,omitempty"`
+	// Port is the backend's own port (0: the Service's targetPort).
+	Port int32 `json:"port,omitempty"`
+}
+
+// ErrorResponse is a plugin's refusal or failure, with any status but 200.
+type ErrorResponse struct {
+	Error Error `json:"error"`
+}
+
+// Error says why a plugin did not answer with endpoints.
+type Error struct {
+	// Code is one of the Code constants; another reads as CodeUnavailable.
+	Code string `json:"code"`
+	// Message says what is wrong and how to fix it; the controller shows
+	// at most MaxMessageLength bytes of it, on one printable line.
+	Message string `json:"message"`
+}
+
+// Error codes, and what the controller makes of them.
+const (
+	// CodeInvalidParameters: the parameters are wrong (InvalidSpec on
+	// status, with the message); nothing is published from them.
+	CodeInvalidParameters = "InvalidParameters"
+	// CodeNotFound: the backend does not exist (BackendNotFound); what
+	// the source published drains.
+	CodeNotFound = "NotFound"
+	// CodeForbidden: the plugin's own rules refuse this namespace or
+	// backend (AccessDenied); what the source published is kept.
+	CodeForbidden = "Forbidden"
+	// CodeUnavailable: the plugin cannot answer now (SourceFailed); what
+	// the source published is kept and the request is retried.
+	CodeUnavailable = "Unavailable"
+)
+
+// Limits of the protocol.
+const (
+	// MaxIndexLength bounds an answer's index.
+	MaxIndexLength = 128
+	// MaxMessageLength bounds the part of an error message the controller shows.
+	MaxMessageLength = 512
+	// MaxAddressLength, MaxZoneLength and MaxHostnameLength bound an endpoint's fields.
+	MaxAddressLength  = 253
+	MaxZoneLength     = 63
+	MaxHostnameLength = 63
+	// ResponseBaseBytes and ResponseBytesPerEndpoint bound the size of an
+	// answer: the base plus so much for each endpoint the provider allows.
+	ResponseBaseBytes        = 64 << 10
+	ResponseBytesPerEndpoint = 512
+	// MinRefreshSeconds, MaxRefreshSeconds and DefaultRefreshSeconds
+	// bound RefreshAfterSeconds.
+	MinRefreshSeconds     = 1
+	MaxRefreshSeconds     = 3600
+	DefaultRefreshSeconds = 30
+)
+
+// MaxResponseBytes is the largest answer the controller reads from a
+// plugin whose answers may carry at most maxEndpoints endpoints.
+func MaxResponseBytes(maxEndpoints int) int64 {
+	return ResponseBaseBytes + int64(maxEndpoints)*ResponseBytesPerEndpoint
+}
