@@ -68,6 +68,10 @@ var ruleSpecs = []struct{ name, spec string }{
 	{"plugin source without a provider", `{"sources":[{"name":"p","plugin":{"parameters":{"zone":"a"}}}]}`},
 	{"plugin parameter key with a slash", `{"sources":[{"name":"p","providerRef":{"name":"hosts"},"plugin":{"parameters":{"a/b":"1"}}}]}`},
 	{"plugin parameter value of 1025 characters", `{"sources":[{"name":"p","providerRef":{"name":"hosts"},"plugin":{"parameters":{"a":"` + strings.Repeat("v", 1025) + `"}}}]}`},
+	{"serverless cache name with two hyphens", `{"sources":[{"name":"c","awsElastiCache":{"region":"eu-west-1","serverlessCacheName":"lru--a"}}]}`},
+	{"empty cache cluster ID", `{"sources":[{"name":"c","awsElastiCache":{"region":"eu-west-1","cacheClusterID":""}}]}`},
+	{"MemoryDB region of a host", `{"sources":[{"name":"m","awsMemoryDB":{"region":"169.254.169.254","clusterName":"ledger"}}]}`},
+	{"MemoryDB cluster accepted", `{"sources":[{"name":"m","awsMemoryDB":{"region":"eu-central-1","clusterName":"ledger"}}]}`},
 	{"plugin parameters accepted", `{"sources":[{"name":"p","providerRef":{"name":"hosts"},"plugin":{"parameters":{"zone":"eu-west-1a","file.path":"/etc/hosts"}}}]}`},
 }
 
