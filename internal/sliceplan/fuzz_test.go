@@ -9,6 +9,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // FuzzPlanner plans for scenarios decoded from the fuzz input (see
@@ -28,7 +29,9 @@ import (
 //     run over the result plans nothing (no write when nothing changed);
 //   - every endpoint written carries exactly one address;
 //   - the plan does not depend on the order of the existing slices, and
-//     Compute leaves its input alone and shares no memory with its plan.
+//     Compute leaves its input alone and shares no memory with its plan;
+//   - churn-aware placement costs at most one write more than the same
+//     input without it (see churn.go).
 func FuzzPlanner(f *testing.F) {
 	for _, seed := range [][]byte{
 		nil,
@@ -72,6 +75,11 @@ func FuzzPlanner(f *testing.F) {
 			}
 		}
 		checkInvariants(t, in, apply(t, in, plan))
+		blind := in
+		blind.Volatile = nil
+		if extra := writes(plan) - writes(Compute(blind)); extra > 1 {
+			t.Errorf("churn-aware placement writes %d more than without it, want at most one more", extra)
+		}
 		scribble(plan)
 		if !reflect.DeepEqual(in, before) {
 			t.Errorf("Compute mutated its input, or its plan shares memory with it")
@@ -152,6 +160,23 @@ func fuzzInput(data []byte) Input {
 		}
 	}
 	in.MaxSlices = []int{0, 0, 1, 2, 3, 5}[b.next()%6]
+	// Churn-aware placement: which existing slices carry the volatile
+	// mark, and which of the first eight addresses of every family are
+	// volatile (none: placement is churn-blind).
+	marks := b.next()
+	for i := range in.Existing {
+		if marks&(1<<i) != 0 {
+			in.Existing[i].Annotations = in.Template.metaFor(in.Existing[i].Endpoints, true)
+		}
+	}
+	if volatile := b.next(); volatile != 0 {
+		in.Volatile = sets.New[string]()
+		for i := range 8 {
+			if volatile&(1<<i) != 0 {
+				in.Volatile.Insert(v4(i), v6(i), fqdn(i))
+			}
+		}
+	}
 	return in
 }
 

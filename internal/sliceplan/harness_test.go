@@ -105,7 +105,7 @@ func slice(name string, at discoveryv1.AddressType, port int32, eps []discoveryv
 		Ports:       ports(port),
 		Endpoints:   eps,
 	}
-	applyTemplate(&s, template())
+	applyTemplate(&s, template(), false)
 	return s
 }
 
@@ -208,11 +208,26 @@ func checkInvariants(t *testing.T, in Input, got []discoveryv1.EndpointSlice) {
 		}
 	}
 	placed := map[string]string{}
+	volatileSlices, preexisting := map[string]int{}, map[string]int{}
 	for _, s := range got {
 		if n := len(s.Endpoints); n == 0 || n > ref.Size {
 			t.Errorf("slice %s holds %d endpoints, want 1..%d", s.Name, n, ref.Size)
 		}
-		if !maps.Equal(s.Labels, in.Template.Labels) || !maps.Equal(s.Annotations, in.Template.Annotations) ||
+		annotations := maps.Clone(s.Annotations)
+		if isVolatile(&s) {
+			delete(annotations, VolatileAnnotation)
+			volatileSlices[GroupKey(s.AddressType, s.Ports)]++
+			if in.Volatile == nil {
+				marked := slices.ContainsFunc(in.Existing, func(e discoveryv1.EndpointSlice) bool { return e.Name == s.Name && isVolatile(&e) })
+				if !marked {
+					t.Errorf("slice %s is marked volatile without churn-aware placement", s.Name)
+				}
+			}
+		}
+		if len(annotations) == 0 {
+			annotations = nil
+		}
+		if !maps.Equal(s.Labels, in.Template.Labels) || !maps.Equal(annotations, in.Template.Annotations) ||
 			!reflect.DeepEqual(s.OwnerReferences, []metav1.OwnerReference{in.Template.Owner}) {
 			t.Errorf("slice %s metadata differs from the template: %v %v %v", s.Name, s.Labels, s.Annotations, s.OwnerReferences)
 		}
@@ -239,6 +254,16 @@ func checkInvariants(t *testing.T, in Input, got []discoveryv1.EndpointSlice) {
 			if _, ok := placed[key+" "+addr]; !ok {
 				t.Errorf("desired %q (%s) is in no slice", addr, key)
 			}
+		}
+	}
+	for i := range in.Existing {
+		if e := &in.Existing[i]; isVolatile(e) {
+			preexisting[GroupKey(e.AddressType, e.Ports)]++
+		}
+	}
+	for key, n := range volatileSlices {
+		if n > max(maxVolatileSlices, preexisting[key]) {
+			t.Errorf("%d volatile slices of %s, more than the bound of %d", n, key, maxVolatileSlices)
 		}
 	}
 	again := in
@@ -451,3 +476,6 @@ func churn(t *testing.T, seed uint64, steps int) {
 		}
 	}
 }
+
+// writes counts the API writes of a plan.
+func writes(p Plan) int { return len(p.Create) + len(p.Update) + len(p.Delete) }

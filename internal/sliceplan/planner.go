@@ -70,20 +70,25 @@ type Template struct {
 	Annotate func(eps []discoveryv1.Endpoint) map[string]string
 }
 
-// annotationsFor is the complete annotation set of a slice holding eps.
-func (t Template) annotationsFor(eps []discoveryv1.Endpoint) map[string]string {
-	if t.Annotate == nil {
-		return maps.Clone(t.Annotations)
+// metaFor is the complete annotation set of a slice holding eps: the
+// template's, those Annotate gives for eps, and the volatile mark of a
+// volatile slice.
+func (t Template) metaFor(eps []discoveryv1.Endpoint, volatile bool) map[string]string {
+	var extra map[string]string
+	if t.Annotate != nil {
+		extra = t.Annotate(eps)
 	}
-	extra := t.Annotate(eps)
-	if len(extra) == 0 {
+	if len(extra) == 0 && !volatile {
 		return maps.Clone(t.Annotations)
 	}
 	out := maps.Clone(t.Annotations)
 	if out == nil {
-		out = make(map[string]string, len(extra))
+		out = make(map[string]string, len(extra)+1)
 	}
 	maps.Copy(out, extra)
+	if volatile {
+		out[VolatileAnnotation] = VolatileValue
+	}
 	return out
 }
 
@@ -108,6 +113,12 @@ type Input struct {
 	// up to 1000; only what does not fit even then is left out (see
 	// size.go).
 	MaxSlices int
+	// Volatile holds the addresses that changed often lately (see
+	// Churn); nil turns churn-aware placement off. The planner gathers
+	// them in small slices of their own, marked VolatileAnnotation, so
+	// that their flips rewrite a few endpoints instead of full slices
+	// (see churn.go).
+	Volatile sets.Set[string]
 }
 
 // Plan is the set of writes that brings the slices to the desired state.
@@ -191,7 +202,7 @@ func Compute(in Input) Plan {
 			}
 			continue
 		}
-		for _, d := range planGroup(in.Template, g, olds, b.size, b.budgets[key]) {
+		for _, d := range planGroup(in.Template, g, olds, b.size, b.budgets[key], in.Volatile) {
 			switch {
 			case d.old == nil:
 				plan.Create = append(plan.Create, d.build(in.Template, g))
@@ -252,13 +263,18 @@ type draft struct {
 	// retired slices gave their endpoints up to bring the group within its
 	// budget of slices: they are deleted (or recycled), never refilled.
 	retired bool
+	// volatile slices hold the endpoints that change often, a few each,
+	// and carry VolatileAnnotation; steps 2 and 3 put no other endpoint
+	// into them while another slice can take it.
+	volatile bool
 }
 
 // planGroup runs the three steps for one group against the slices of ours
 // with the same address type and port set (sorted by name), and returns the
 // drafts: existing slices in name order, then the slices to create. A
-// budget above zero is the most slices the group may end with.
-func planGroup(t Template, g *Group, olds []*discoveryv1.EndpointSlice, limit, budget int) []*draft {
+// budget above zero is the most slices the group may end with. Between
+// steps 1 and 2, the volatile endpoints gather in volatile slices (gather).
+func planGroup(t Template, g *Group, olds []*discoveryv1.EndpointSlice, limit, budget int, volatile sets.Set[string]) []*draft {
 	want := make(map[string]*discoveryv1.Endpoint, len(g.Endpoints))
 	for i := range g.Endpoints {
 		ep := &g.Endpoints[i]
@@ -273,13 +289,16 @@ func planGroup(t Template, g *Group, olds []*discoveryv1.EndpointSlice, limit, b
 	}
 	slices.SortFunc(rest, func(a, b *discoveryv1.Endpoint) int { return CompareAddresses(firstAddress(a), firstAddress(b)) })
 	full := func() bool { return budget > 0 && live(drafts) >= budget }
+	if volatile.Len() > 0 {
+		drafts, rest = gather(drafts, rest, volatile, limit, budget)
+	}
 
 	// Step 2: fill the slices written anyway, fullest first, so that the
 	// additions cost no extra write and the slices end up packed; an empty
 	// one only while the budget allows another slice.
 	var changing []*draft
 	for _, d := range drafts {
-		if d.dirty && !d.retired {
+		if d.dirty && !d.retired && !d.volatile {
 			changing = append(changing, d)
 		}
 	}
@@ -316,7 +335,8 @@ func planGroup(t Template, g *Group, olds []*discoveryv1.EndpointSlice, limit, b
 func keepInPlace(t Template, olds []*discoveryv1.EndpointSlice, want map[string]*discoveryv1.Endpoint, limit int) []*draft {
 	drafts := make([]*draft, 0, len(olds))
 	for _, old := range olds {
-		d := &draft{old: old, dirty: !sameMeta(old, t)}
+		v := isVolatile(old)
+		d := &draft{old: old, volatile: v, dirty: !sameMeta(old, t, v)}
 		for i := range old.Endpoints {
 			have := &old.Endpoints[i]
 			ep, ok := want[firstAddress(have)]
@@ -352,7 +372,7 @@ func (d *draft) fill(rest []*discoveryv1.Endpoint, limit int) []*discoveryv1.End
 func fullestFit(drafts []*draft, n, limit int) *draft {
 	var best *draft
 	for _, d := range drafts {
-		if !d.dirty && len(d.eps)+n <= limit && (best == nil || len(d.eps) > len(best.eps)) {
+		if !d.dirty && !d.volatile && len(d.eps)+n <= limit && (best == nil || len(d.eps) > len(best.eps)) {
 			best = d
 		}
 	}
@@ -376,7 +396,7 @@ func (d *draft) build(t Template, g *Group) *discoveryv1.EndpointSlice {
 	for i, ep := range d.eps {
 		s.Endpoints[i] = *ep.DeepCopy()
 	}
-	applyTemplate(s, t)
+	applyTemplate(s, t, d.volatile)
 	return s
 }
 
@@ -392,8 +412,9 @@ func (p *Plan) recycle(t Template) {
 			creates = append(creates, c)
 			continue
 		}
+		v := isVolatile(c)
 		c.ObjectMeta = p.Delete[i].ObjectMeta
-		applyTemplate(c, t)
+		applyTemplate(c, t, v)
 		p.Update = append(p.Update, c)
 		p.Delete = slices.Delete(p.Delete, i, i+1)
 	}
@@ -421,11 +442,11 @@ func (in Input) nameCreates(creates []*discoveryv1.EndpointSlice) {
 }
 
 // applyTemplate sets the metadata every slice we write carries, for the
-// endpoints it holds.
-func applyTemplate(s *discoveryv1.EndpointSlice, t Template) {
+// endpoints it holds, and the volatile mark of a volatile slice.
+func applyTemplate(s *discoveryv1.EndpointSlice, t Template, volatile bool) {
 	s.Namespace = t.Namespace
 	s.Labels = maps.Clone(t.Labels)
-	s.Annotations = t.annotationsFor(s.Endpoints)
+	s.Annotations = t.metaFor(s.Endpoints, volatile)
 	s.OwnerReferences = []metav1.OwnerReference{*t.Owner.DeepCopy()}
 }
 
@@ -451,10 +472,10 @@ func Same(a, b *discoveryv1.EndpointSlice) bool {
 }
 
 // sameMeta reports whether the slice already carries the template's
-// metadata for the endpoints it holds.
-func sameMeta(s *discoveryv1.EndpointSlice, t Template) bool {
+// metadata for the endpoints it holds, volatile or not.
+func sameMeta(s *discoveryv1.EndpointSlice, t Template, volatile bool) bool {
 	return equality.Semantic.DeepEqual(s.Labels, t.Labels) &&
-		equality.Semantic.DeepEqual(s.Annotations, t.annotationsFor(s.Endpoints)) &&
+		equality.Semantic.DeepEqual(s.Annotations, t.metaFor(s.Endpoints, volatile)) &&
 		equality.Semantic.DeepEqual(s.OwnerReferences, []metav1.OwnerReference{t.Owner})
 }
 
