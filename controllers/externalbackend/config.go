@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/backendslice/backendslice/internal/coalesce"
+	"github.com/backendslice/backendslice/internal/sliceplan"
 )
 
 // Config is the controller's configuration, from its flags.
@@ -69,6 +70,18 @@ type Config struct {
 	// Coalesce folds bursts of provider changes into one write; off when
 	// its quiet time is zero.
 	Coalesce coalesce.Window
+	// Churn finds the endpoints that change often, which the slice planner
+	// gathers in small slices of their own; off when its window is zero.
+	Churn sliceplan.Churn
+}
+
+// DefaultChurn is churn-aware placement as the controller runs it unless
+// configured: an endpoint that changed 3 times within a minute is volatile,
+// and each backend remembers the recent changes of at most 1,000 addresses.
+// An AZ going down and up, or a rolling replacement, changes an endpoint
+// once or twice: only flapping ones reach 3.
+func DefaultChurn() sliceplan.Churn {
+	return sliceplan.Churn{Window: time.Minute, Often: 3, Most: 1000}
 }
 
 // DefaultDeniedCIDRs are the cloud metadata addresses that the API server

@@ -54,8 +54,9 @@ func (r *Reconciler) planInput(xb *v1alpha1.ExternalBackend, svc *corev1.Service
 func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBackend, svc *corev1.Service, created bool, pub publication, seen observed) (int32, sliceBound, error) {
 	in := r.planInput(xb, svc, pub)
 	in.Existing, in.TakenNames = onlyOwned(seen.slices, svc), seen.taken
-	plan := sliceplan.Compute(in)
 	key := client.ObjectKeyFromObject(xb)
+	history := r.volatility(key, &in)
+	plan := sliceplan.Compute(in)
 	if created {
 		// A Service this pass created owns no slice yet: none of ours can
 		// hide from the cache. (A second instance placing the same
@@ -95,10 +96,28 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 			return 0, sliceBound{}, fmt.Errorf("deleting EndpointSlice %s: %w", s.Name, err)
 		}
 	}
+	// The changes are counted once written: a pass that failed and is
+	// retried sees them again.
+	r.state.update(key, func(b *backendState) { b.churn = history })
 	// No event per sync: it would be a second API write for every slice
 	// write, the very load the planner saves. Status and metrics count them.
 	bound := r.sliceBoundOf(in, plan, r.maxPerSlice(xb).size)
 	return int32(len(in.Existing) + len(plan.Create) - len(plan.Delete)), bound, nil
+}
+
+// volatility sets in.Volatile to the endpoints of the backend that change
+// often, counting the changes in's plan makes, and returns the history to
+// keep once they are written.
+func (r *Reconciler) volatility(key client.ObjectKey, in *sliceplan.Input) sliceplan.History {
+	if r.Config.Churn.Window <= 0 {
+		return nil
+	}
+	var history sliceplan.History
+	r.state.lookup(key, func(b *backendState) { history = b.churn })
+	now := r.Clock.Now()
+	history = r.Config.Churn.Observe(history, sliceplan.Changed(*in), now)
+	in.Volatile = r.Config.Churn.Volatile(history, now)
+	return history
 }
 
 // cacheSeesAll tells whether cached, the backend's slices in the cache,

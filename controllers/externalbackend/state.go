@@ -7,6 +7,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/coalesce"
+	"github.com/backendslice/backendslice/internal/sliceplan"
 )
 
 // backendState is everything this process remembers of one backend
@@ -20,6 +21,10 @@ type backendState struct {
 	drains []v1alpha1.DrainingEndpoint
 	// burst is the coalescing window's state.
 	burst coalesce.State
+	// churn holds the recent changes of the backend's endpoints, for
+	// churn-aware placement. After a restart it is relearned: the slices
+	// keep their volatile marks, and nothing moves until it has.
+	churn sliceplan.History
 	// status is the backend's status as this process last wrote or read
 	// it live, nil before either: a cached copy that shows another status
 	// may be older than our own last status patch (see load).

@@ -323,4 +323,3 @@ func replayTrace(t *testing.T, c Churn, r *rand.Rand, n int, change func(*rand.R
 	}
 	return total
 }
-

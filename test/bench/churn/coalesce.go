@@ -12,6 +12,7 @@ import (
 
 	"github.com/backendslice/backendslice/internal/coalesce"
 	"github.com/backendslice/backendslice/internal/publish"
+	"github.com/backendslice/backendslice/internal/sliceplan"
 )
 
 // The coalescing window (internal/coalesce) is measured on the flapping
@@ -118,7 +119,7 @@ type CoalesceRow struct {
 // setup and for every step: what the providers' answer looks like to the
 // window.
 func answers(seq Sequence, dual bool) (uint64, []uint64) {
-	o := newOurs(dual)
+	o := newOurs(dual, sliceplan.Churn{})
 	steps := make([]uint64, len(seq.Steps))
 	for i, st := range seq.Steps {
 		steps[i] = publish.Fingerprint(o.endpoints(st))
@@ -136,7 +137,8 @@ func replayCoalesced(ctx context.Context, seq Sequence, dual bool, w coalesce.Wi
 	for _, p := range pubs {
 		written.Steps = append(written.Steps, seq.Steps[p.step])
 	}
-	o := newOurs(dual)
+	// Churn-blind, as the uncoalesced replay it is compared with (Run.Blind).
+	o := newOurs(dual, sliceplan.Churn{})
 	counts, err := play(ctx, o, written, nil)
 	if err != nil {
 		return CoalesceRun{}, nil, err
@@ -188,8 +190,8 @@ func coalesceFamily(ctx context.Context, seeds []uint64, off Row) ([]CoalesceRow
 				return nil, fmt.Errorf("seed %d, %s: %w", seed, r.Label(), err)
 			}
 			if !r.Window.Enabled() {
-				if run.Ours != off.Runs[k].Ours {
-					return nil, fmt.Errorf("seed %d, %s: window off writes %+v, the uncoalesced replay %+v", seed, r.Label(), run.Ours, off.Runs[k].Ours)
+				if run.Ours != off.Runs[k].Blind {
+					return nil, fmt.Errorf("seed %d, %s: window off writes %+v, the uncoalesced replay %+v", seed, r.Label(), run.Ours, off.Runs[k].Blind)
 				}
 				uncoalesced = published
 			}

@@ -3,13 +3,24 @@ package churn
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/backendslice/backendslice/controllers/externalbackend"
+	"github.com/backendslice/backendslice/internal/sliceplan"
 )
+
+// churn is churn-aware placement as the controller runs it by default.
+var churn = externalbackend.DefaultChurn()
 
 // Run is one sequence replayed with one seed.
 type Run struct {
+	// Ours is churn-aware placement on, as the controller runs it.
 	Ours Counts
+	// Blind is ours with churn-aware placement off: today's planner.
+	Blind Counts
 	// Upstream has one replay of the seed a repetition: upstream's
 	// reconciler is not deterministic, ours is (see Measure).
 	Upstream []Counts
@@ -41,7 +52,7 @@ func (r Row) Family() string {
 // Measure checks rather than assumes (see measureRow).
 func Measure(ctx context.Context, seeds []uint64, repetitions int) ([]Row, error) {
 	var rows []Row
-	for _, s := range scripts {
+	for _, s := range slices.Concat(realistic, scripts) {
 		for _, dual := range []bool{false, true} {
 			row, err := measureRow(ctx, s, dual, seeds, repetitions)
 			if err != nil {
@@ -66,7 +77,7 @@ func measureRow(ctx context.Context, s script, dual bool, seeds []uint64, repeti
 			return Row{}, fmt.Errorf("%s: %w", where, err)
 		}
 		if i == 0 {
-			again, floor, err := replayOurs(ctx, seq, dual)
+			again, floor, err := replayOurs(ctx, seq, dual, churn)
 			if err != nil {
 				return Row{}, fmt.Errorf("%s, ours again: %w", where, err)
 			}
@@ -87,8 +98,11 @@ func measureRow(ctx context.Context, s script, dual bool, seeds []uint64, repeti
 func replay(ctx context.Context, seq Sequence, dual bool, repetitions int) (Run, error) {
 	var run Run
 	var err error
-	if run.Ours, run.Floor, err = replayOurs(ctx, seq, dual); err != nil {
+	if run.Ours, run.Floor, err = replayOurs(ctx, seq, dual, churn); err != nil {
 		return Run{}, fmt.Errorf("ours: %w", err)
+	}
+	if run.Blind, _, err = replayOurs(ctx, seq, dual, sliceplan.Churn{}); err != nil {
+		return Run{}, fmt.Errorf("ours without churn-aware placement: %w", err)
 	}
 	for k := range repetitions {
 		u, err := newUpstream(dual)
@@ -106,8 +120,8 @@ func replay(ctx context.Context, seq Sequence, dual bool, repetitions int) (Run,
 
 // replayOurs replays the sequence through ours on a fresh API server and
 // returns its writes and the floor, taken from our slices before every step.
-func replayOurs(ctx context.Context, seq Sequence, dual bool) (Counts, int, error) {
-	o := newOurs(dual)
+func replayOurs(ctx context.Context, seq Sequence, dual bool, c sliceplan.Churn) (Counts, int, error) {
+	o := newOurs(dual, c)
 	total := 0
 	counts, err := play(ctx, o, seq, func(prev, next state) error {
 		mine, _, err := o.slices(ctx)
@@ -124,7 +138,8 @@ func replayOurs(ctx context.Context, seq Sequence, dual bool) (Counts, int, erro
 // the writes of the steps. before, unless nil, runs ahead of every step with
 // the state the step leaves and the one it syncs.
 func play(ctx context.Context, w writer, seq Sequence, before func(prev, next state) error) (Counts, error) {
-	if err := w.sync(ctx, seq.Setup); err != nil {
+	var epoch time.Time
+	if err := w.sync(ctx, seq.Setup, epoch); err != nil {
 		return Counts{}, fmt.Errorf("setup: %w", err)
 	}
 	if _, err := w.api().take(); err != nil {
@@ -137,7 +152,7 @@ func play(ctx context.Context, w writer, seq Sequence, before func(prev, next st
 				return Counts{}, fmt.Errorf("step %d: %w", i, err)
 			}
 		}
-		if err := w.sync(ctx, st); err != nil {
+		if err := w.sync(ctx, st, epoch.Add(time.Duration(i+1)*seq.Gap)); err != nil {
 			return Counts{}, fmt.Errorf("step %d: %w", i, err)
 		}
 		prev = st

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"time"
 )
 
 const (
@@ -54,13 +55,28 @@ type Sequence struct {
 	Name  string
 	Setup state
 	Steps []state
+	// Gap is the time between two syncs: churn-aware placement counts
+	// an endpoint's changes within a window of time.
+	Gap time.Duration
 }
 
-// script builds a sequence from a seeded source of randomness.
+// script builds a sequence from a seeded source of randomness. Syncs come
+// gap apart (defaultGap when zero).
 type script struct {
 	name  string
 	build func(r *rand.Rand) (setup state, steps []state)
+	gap   time.Duration
 }
+
+// defaultGap is the time between syncs of the uniform sequences.
+const defaultGap = 10 * time.Second
+
+// sick is how many instances of the fleet are sick in the realistic
+// sequences, and poll the time between two answers of their source.
+const (
+	sick = 5
+	poll = 5 * time.Second
+)
 
 // scripts are the sequences of the benchmark, in report order.
 var scripts = []script{
@@ -70,10 +86,10 @@ var scripts = []script{
 			steps = append(steps, backends(0, n))
 		}
 		return nil, steps
-	}},
+	}, 0},
 	{"scale 0->1000 at once", func(*rand.Rand) (state, []state) {
 		return nil, []state{backends(0, fleet)}
-	}},
+	}, 0},
 	{"rolling replace 25 at a time", func(r *rand.Rand) (state, []state) {
 		cur := backends(0, fleet)
 		order := r.Perm(fleet)
@@ -89,30 +105,111 @@ var scripts = []script{
 			cur = next
 		}
 		return backends(0, fleet), steps
-	}},
+	}, 0},
 	flapping,
 	{"10% zone moves x10", func(r *rand.Rand) (state, []state) {
 		return mutate(r, 10, fleet/10, func(b *backend) { b.zone = otherZone(r, b.zone) })
-	}},
+	}, 0},
 	{"scale 1000->0", func(*rand.Rand) (state, []state) {
 		return backends(0, fleet), []state{nil}
-	}},
+	}, 0},
 	{"no-change resync", func(*rand.Rand) (state, []state) {
 		setup := backends(0, fleet)
 		return setup, []state{slices.Clone(setup)}
-	}},
+	}, 0},
+}
+
+// realistic are the sequences of the typical failures of external backends,
+// in report order: a few sick instances whose health checks flap, flipping
+// together (one cause, such as a sick host or dependency) or each at random;
+// a replica leaving and rejoining as its replication lag crosses the
+// threshold; a zone going down and coming back; a rolling replacement while
+// a few instances flap. The source answers every poll (5 s).
+var realistic = []script{
+	{"5 of 1000 sick, flapping together, 10 min", func(r *rand.Rand) (state, []state) {
+		return flap(r, 120, func(int, *rand.Rand) bool { return true })
+	}, poll},
+	{"5 of 1000 sick, flapping at random, 10 min", func(r *rand.Rand) (state, []state) {
+		return flap(r, 120, func(_ int, r *rand.Rand) bool { return r.IntN(2) == 0 })
+	}, poll},
+	{"replica lagging in and out, 10 min", func(r *rand.Rand) (state, []state) {
+		setup := backends(0, fleet)
+		lagging := r.IntN(fleet)
+		steps := make([]state, 60)
+		for i := range steps {
+			steps[i] = slices.Clone(setup)
+			if i%2 == 0 {
+				steps[i] = slices.DeleteFunc(steps[i], func(b backend) bool { return b.id == lagging })
+			}
+		}
+		return setup, steps
+	}, 2 * poll},
+	{"zone outage and recovery", func(*rand.Rand) (state, []state) {
+		setup := backends(0, fleet)
+		down := slices.Clone(setup)
+		for i := range down {
+			down[i].serving = down[i].zone != zones[0]
+		}
+		return setup, []state{down, slices.Clone(setup)}
+	}, 5 * time.Minute},
+	{"rolling replace 25 at a time, 5 flapping", func(r *rand.Rand) (state, []state) {
+		cur := backends(0, fleet)
+		order := r.Perm(fleet)
+		flappers := order[fleet-sick:] // never replaced
+		var steps []state
+		for i := 0; i < fleet-sick; i += 25 {
+			gone := map[int]bool{}
+			for _, k := range order[i:min(i+25, fleet-sick)] {
+				gone[k] = true
+			}
+			next := slices.DeleteFunc(slices.Clone(cur), func(b backend) bool { return gone[b.id] })
+			next = append(next, backends(fleet+i, len(gone))...)
+			for j := range next {
+				if slices.Contains(flappers, next[j].id) {
+					next[j].serving = !next[j].serving
+				}
+			}
+			steps = append(steps, next)
+			cur = next
+		}
+		return backends(0, fleet), steps
+	}, poll},
+}
+
+// flap starts from the fleet with sick instances picked at random, and in
+// each of steps polls flips every sick instance for which flips says so.
+func flap(r *rand.Rand, steps int, flips func(i int, r *rand.Rand) bool) (state, []state) {
+	setup := backends(0, fleet)
+	ill := r.Perm(fleet)[:sick]
+	cur := setup
+	out := make([]state, steps)
+	for i := range out {
+		next := slices.Clone(cur)
+		for _, k := range ill {
+			if flips(i, r) {
+				next[k].serving = !next[k].serving
+			}
+		}
+		out[i] = next
+		cur = next
+	}
+	return setup, out
 }
 
 // flapping is the sequence the coalescing window is measured on: many small
 // changes in a row, as health checks that flap send them.
 var flapping = script{"1% health flapping x100", func(r *rand.Rand) (state, []state) {
 	return mutate(r, 100, fleet/100, func(b *backend) { b.serving = !b.serving })
-}}
+}, 0}
 
 // sequence builds the script's sequence for a seed.
 func (s script) sequence(seed uint64) Sequence {
 	setup, steps := s.build(rand.New(rand.NewPCG(seed, 0)))
-	return Sequence{Name: s.name, Setup: setup, Steps: steps}
+	gap := s.gap
+	if gap == 0 {
+		gap = defaultGap
+	}
+	return Sequence{Name: s.name, Setup: setup, Steps: steps, Gap: gap}
 }
 
 // backends returns n serving backends with ids from first on, spread over

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -32,11 +33,14 @@ const (
 	portNumber  = 5432
 	// upstreamManagedBy is the managed-by label value of the upstream controller.
 	upstreamManagedBy = "endpointslice-controller.k8s.io"
+	// maxSlices is the controller's default --max-slices-per-backend.
+	maxSlices = 100
 )
 
 // writer turns a state into EndpointSlices on its own fake API server.
 type writer interface {
-	sync(ctx context.Context, st state) error
+	// sync publishes st, at now on the sequence's clock.
+	sync(ctx context.Context, st state, now time.Time) error
 	api() *apiServer
 }
 
@@ -60,17 +64,32 @@ func service(dual bool) *corev1.Service {
 
 // ours runs our planner and applies its plan in the controller's order:
 // creates, then updates, then deletes (controllers/externalbackend/slices.go).
+// With churn-aware placement on, it learns which endpoints are volatile as
+// the controller does (sliceplan.Changed, Churn.Observe).
 type ours struct {
-	server *apiServer
-	dual   bool
-	tmpl   sliceplan.Template
+	server  *apiServer // nil on a real API server
+	client  kubernetes.Interface
+	ns      string
+	dual    bool
+	tmpl    sliceplan.Template
+	churn   sliceplan.Churn
+	history sliceplan.History
 }
 
-// newOurs returns our writer on a fresh fake API server.
-func newOurs(dual bool) *ours {
+// newOurs returns our writer on a fresh fake API server, churn-aware unless
+// c's window is zero.
+func newOurs(dual bool, c sliceplan.Churn) *ours {
+	server := newAPIServer()
+	o := onClient(server, namespace, dual, c)
+	o.server = server
+	return o
+}
+
+// onClient returns our writer writing through client into namespace ns.
+func onClient(client kubernetes.Interface, ns string, dual bool, c sliceplan.Churn) *ours {
 	svc := service(dual)
-	return &ours{server: newAPIServer(), dual: dual, tmpl: sliceplan.Template{
-		Namespace:   namespace,
+	return &ours{client: client, ns: ns, dual: dual, churn: c, tmpl: sliceplan.Template{
+		Namespace:   ns,
 		ServiceName: serviceName,
 		Labels: map[string]string{
 			discoveryv1.LabelServiceName: serviceName,
@@ -86,7 +105,7 @@ func (o *ours) api() *apiServer { return o.server }
 // slices lists the slices of ours, as the controller's cache would show them,
 // and the names of all slices in the namespace.
 func (o *ours) slices(ctx context.Context) ([]discoveryv1.EndpointSlice, sets.Set[string], error) {
-	list, err := o.server.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{})
+	list, err := o.client.DiscoveryV1().EndpointSlices(o.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -101,19 +120,25 @@ func (o *ours) slices(ctx context.Context) ([]discoveryv1.EndpointSlice, sets.Se
 	return mine, taken, nil
 }
 
-func (o *ours) sync(ctx context.Context, st state) error {
+func (o *ours) sync(ctx context.Context, st state, now time.Time) error {
 	existing, taken, err := o.slices(ctx)
 	if err != nil {
 		return err
 	}
-	plan := sliceplan.Compute(sliceplan.Input{
+	in := sliceplan.Input{
 		Template:             o.tmpl,
 		Desired:              publish.Groups(o.endpoints(st)),
 		Existing:             existing,
 		TakenNames:           taken,
 		MaxEndpointsPerSlice: perSlice,
-	})
-	c := o.server.DiscoveryV1().EndpointSlices(namespace)
+		MaxSlices:            maxSlices,
+	}
+	if o.churn.Window > 0 {
+		o.history = o.churn.Observe(o.history, sliceplan.Changed(in), now)
+		in.Volatile = o.churn.Volatile(o.history, now)
+	}
+	plan := sliceplan.Compute(in)
+	c := o.client.DiscoveryV1().EndpointSlices(o.ns)
 	for _, s := range plan.Create {
 		if _, err := c.Create(ctx, s, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
 			return fmt.Errorf("creating %s: %w", s.Name, err)
@@ -163,7 +188,8 @@ func addresses(id int, dual bool) []familyAddress {
 // upstream runs the upstream EndpointSlice reconciler with one stand-in Pod
 // a backend, on a stand-in Node of the backend's zone.
 type upstream struct {
-	server *apiServer
+	server *apiServer // nil on a real API server
+	client kubernetes.Interface
 	dual   bool
 	svc    *corev1.Service
 	rec    *endpointslice.Reconciler
@@ -171,6 +197,18 @@ type upstream struct {
 
 // newUpstream returns the upstream writer on a fresh fake API server.
 func newUpstream(dual bool) (*upstream, error) {
+	server := newAPIServer()
+	u, err := upstreamOn(server, namespace, dual)
+	if err != nil {
+		return nil, err
+	}
+	u.server = server
+	return u, nil
+}
+
+// upstreamOn returns the upstream writer writing through client into
+// namespace ns.
+func upstreamOn(client kubernetes.Interface, ns string, dual bool) (*upstream, error) {
 	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, z := range zones {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(z), Labels: map[string]string{corev1.LabelTopologyZone: z}}}
@@ -178,10 +216,11 @@ func newUpstream(dual bool) (*upstream, error) {
 			return nil, err
 		}
 	}
-	server := newAPIServer()
-	rec := endpointslice.NewReconciler(server, corelisters.NewNodeLister(nodes), perSlice,
+	rec := endpointslice.NewReconciler(client, corelisters.NewNodeLister(nodes), perSlice,
 		endpointsliceutil.NewEndpointSliceTracker(), nil, &record.FakeRecorder{}, upstreamManagedBy)
-	return &upstream{server: server, dual: dual, svc: service(dual), rec: rec}, nil
+	svc := service(dual)
+	svc.Namespace = ns
+	return &upstream{client: client, dual: dual, svc: svc, rec: rec}, nil
 }
 
 func (u *upstream) api() *apiServer { return u.server }
@@ -189,8 +228,8 @@ func (u *upstream) api() *apiServer { return u.server }
 // nodeName is the stand-in Node of a zone.
 func nodeName(zone string) string { return "node-" + zone }
 
-func (u *upstream) sync(ctx context.Context, st state) error {
-	list, err := u.server.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{
+func (u *upstream) sync(ctx context.Context, st state, _ time.Time) error {
+	list, err := u.client.DiscoveryV1().EndpointSlices(u.svc.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{
 			discoveryv1.LabelServiceName: serviceName, discoveryv1.LabelManagedBy: upstreamManagedBy,
 		}).String(),
@@ -216,7 +255,7 @@ func (u *upstream) pod(b backend) *corev1.Pod {
 		ready = corev1.ConditionTrue
 	}
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("backend-%d", b.id), UID: types.UID(fmt.Sprintf("pod-%d", b.id))},
+		ObjectMeta: metav1.ObjectMeta{Namespace: u.svc.Namespace, Name: fmt.Sprintf("backend-%d", b.id), UID: types.UID(fmt.Sprintf("pod-%d", b.id))},
 		Spec:       corev1.PodSpec{NodeName: nodeName(b.zone)},
 		Status: corev1.PodStatus{
 			Phase:      corev1.PodRunning,

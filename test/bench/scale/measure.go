@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +30,7 @@ import (
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/bench/benchspec"
+	"github.com/backendslice/backendslice/test/controlplane"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -253,48 +253,16 @@ func (c controlPlaneCPU) minus(o controlPlaneCPU) controlPlaneCPU {
 	return controlPlaneCPU{apiserver: c.apiserver - o.apiserver, etcd: c.etcd - o.etcd}
 }
 
-// clockTick is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on Linux.
-const clockTick = 10 * time.Millisecond
-
 // serverCPU reads the CPU time of this process's kube-apiserver and etcd
-// children (envtest starts them), so that a phase tells the API server's
-// work from the controller's.
+// children, so that a phase tells the API server's work from the
+// controller's.
 func serverCPU(t *testing.T) controlPlaneCPU {
 	t.Helper()
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	apiserver, etcd, err := controlplane.CPU()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out controlPlaneCPU
-	for _, path := range stats {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue // the process ended
-		}
-		// pid (comm) state ppid ... utime stime: comm may hold spaces, so
-		// the fields are counted after its closing parenthesis.
-		open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
-		if open < 0 || end < open {
-			continue
-		}
-		comm, f := string(b[open+1:end]), strings.Fields(string(b[end+1:]))
-		if len(f) < 13 || f[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		took := time.Duration(utime+stime) * clockTick
-		switch comm {
-		case "kube-apiserver":
-			out.apiserver += took
-		case "etcd":
-			out.etcd += took
-		}
-	}
-	if out.apiserver == 0 {
-		t.Fatal("no kube-apiserver child of this process in /proc")
-	}
-	return out
+	return controlPlaneCPU{apiserver: apiserver, etcd: etcd}
 }
 
 // take reads the counters: requests from c, the rest from the controller's

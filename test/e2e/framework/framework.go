@@ -103,6 +103,7 @@ func TestConfig() externalbackend.Config {
 		DeniedNames:          externalbackend.DefaultDeniedNames(),
 		ResolveTimeout:       5 * time.Second,
 		ReconcileTimeout:     externalbackend.DefaultReconcileTimeout,
+		Churn:                externalbackend.DefaultChurn(),
 		// The suites written before BackendProviders.
 		AllowSourcesWithoutProvider: true,
 	}
