@@ -22,8 +22,9 @@ import (
 //   - Cheap moves: an endpoint leaves a slice only when that slice is
 //     written anyway, and joins a volatile slice that is written anyway, with
 //     two exceptions that each cost one write: a new (or quiet) volatile
-//     slice takes volatile endpoints whose changes in this pass write at
-//     least two other slices, a cost the next change they share repays; or
+//     slice takes volatile endpoints whose changes alone, in this pass,
+//     write at least two other slices, a cost the next change they share
+//     repays; or
 //     it takes new volatile endpoints that no slice written anyway has room
 //     for, where it replaces the write that would place them.
 //   - Deterministic: volatility is an input (Input.Volatile), and the
@@ -139,8 +140,11 @@ func gather(drafts []*draft, rest []*discoveryv1.Endpoint, volatile sets.Set[str
 
 // extraVolatile picks the volatile slice that takes the movers not placed
 // yet at the cost of one write, or nil when that write does not pay: it
-// pays when they come from at least two slices written anyway (their next
-// shared change writes one slice instead of two or more), or when
+// pays when they come from at least two slices written only because of
+// volatile endpoints' changes (their next shared change writes one slice
+// instead of two or more; slices written for other changes as well, as in
+// a rolling replacement, would be written anyway, and the volatile slice
+// would be one write more each time), or when
 // replacesPlacement says the slice takes the place of a write that would
 // place new endpoints anyway. A quiet volatile slice with room goes first,
 // the fullest; otherwise a new one, within the bounds.
@@ -150,7 +154,7 @@ func extraVolatile(drafts []*draft, movers []mover, placed map[*discoveryv1.Endp
 	for _, m := range movers {
 		if !placed[m.ep] {
 			left++
-			if m.from != nil {
+			if m.from != nil && m.from.churnOnly {
 				sources[m.from] = true
 			}
 		}

@@ -267,6 +267,9 @@ type draft struct {
 	// and carry VolatileAnnotation; steps 2 and 3 put no other endpoint
 	// into them while another slice can take it.
 	volatile bool
+	// churnOnly slices are written only because volatile endpoints in
+	// them changed: gathering those endpoints saves such writes later.
+	churnOnly bool
 }
 
 // planGroup runs the three steps for one group against the slices of ours
@@ -282,7 +285,7 @@ func planGroup(t Template, g *Group, olds []*discoveryv1.EndpointSlice, limit, b
 			want[firstAddress(ep)] = ep
 		}
 	}
-	drafts := keepInPlace(t, olds, want, limit)
+	drafts := keepInPlace(t, olds, want, limit, volatile)
 	rest := slices.Collect(maps.Values(want))
 	if budget > 0 {
 		rest = retire(drafts, rest, budget)
@@ -332,16 +335,20 @@ func planGroup(t Template, g *Group, olds []*discoveryv1.EndpointSlice, limit, b
 // replacing those that changed; drop the others. Deleting an endpoint from
 // want once it is kept means a second slice holding it (stale cache, two
 // writers) drops it.
-func keepInPlace(t Template, olds []*discoveryv1.EndpointSlice, want map[string]*discoveryv1.Endpoint, limit int) []*draft {
+func keepInPlace(t Template, olds []*discoveryv1.EndpointSlice, want map[string]*discoveryv1.Endpoint, limit int, volatile sets.Set[string]) []*draft {
 	drafts := make([]*draft, 0, len(olds))
 	for _, old := range olds {
 		v := isVolatile(old)
 		d := &draft{old: old, volatile: v, dirty: !sameMeta(old, t, v)}
+		// stableChange says the slice is written for something other than
+		// a volatile endpoint's change (see gather).
+		stableChange := d.dirty
 		for i := range old.Endpoints {
 			have := &old.Endpoints[i]
 			ep, ok := want[firstAddress(have)]
 			if !ok || len(d.eps) == limit {
 				d.dirty = true
+				stableChange = stableChange || ok || !volatile.Has(firstAddress(have))
 				continue
 			}
 			delete(want, firstAddress(have))
@@ -349,11 +356,13 @@ func keepInPlace(t Template, olds []*discoveryv1.EndpointSlice, want map[string]
 				ep = have
 			} else {
 				d.dirty = true
+				stableChange = stableChange || !volatile.Has(firstAddress(have))
 			}
 			d.eps = append(d.eps, ep)
 		}
 		// A slice left empty is written either way (deleted or refilled).
 		d.dirty = d.dirty || len(d.eps) == 0
+		d.churnOnly = d.dirty && !stableChange
 		drafts = append(drafts, d)
 	}
 	return drafts
