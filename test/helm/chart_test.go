@@ -413,7 +413,7 @@ func TestFlags(t *testing.T) {
 		{"default", "", []string{
 			"--concurrent=4", "--kube-api-qps=50", "--kube-api-burst=100",
 			"--max-endpoints-per-slice=100", "--min-endpoints-per-slice=10", "--max-endpoints-per-backend=10000", "--max-slices-per-backend=100", "--namespace-share=0", "--default-drain-period=30s", "--resolve-timeout=10s",
-			"--coalesce-quiet=0s", "--coalesce-max=5s", "--zap-log-level=info",
+			"--coalesce-quiet=0s", "--coalesce-max=5s", "--churn-window=1m", "--zap-log-level=info",
 			"--cluster-domain=cluster.local", "--allow-sources-without-provider=false", "--deny-pod-cidrs=false",
 			"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=500ms",
 		}},
