@@ -71,39 +71,10 @@ type mover struct {
 // and what is left to place.
 func gather(drafts []*draft, rest []*discoveryv1.Endpoint, volatile sets.Set[string], limit, budget int) ([]*draft, []*discoveryv1.Endpoint) {
 	size := volatileSize(limit)
-	var movers []mover
-	// stableRoom is what the slices written anyway can take in step 2.
-	stableRoom := 0
-	for _, d := range drafts {
-		if d.volatile || d.retired || !d.dirty {
-			continue
-		}
-		for _, ep := range d.eps {
-			if volatile.Has(firstAddress(ep)) {
-				movers = append(movers, mover{ep: ep, from: d})
-			}
-		}
-		stableRoom += max(0, limit-len(d.eps))
-	}
-	newVolatile := 0
-	for _, ep := range rest {
-		if volatile.Has(firstAddress(ep)) {
-			movers = append(movers, mover{ep: ep})
-			newVolatile++
-		}
-	}
+	movers, stableRoom, newVolatile := collectMovers(drafts, rest, volatile, limit)
 	if len(movers) == 0 {
 		return drafts, rest
 	}
-	// Volatile slices written anyway take what they have room for, the
-	// fullest first, for nothing.
-	var targets []*draft
-	for _, d := range drafts {
-		if d.volatile && d.dirty && !d.retired && len(d.eps) > 0 && len(d.eps) < size {
-			targets = append(targets, d)
-		}
-	}
-	slices.SortStableFunc(targets, func(a, b *draft) int { return cmp.Compare(len(b.eps), len(a.eps)) })
 	placed := map[*discoveryv1.Endpoint]bool{}
 	take := func(d *draft) {
 		for _, m := range movers {
@@ -116,7 +87,9 @@ func gather(drafts []*draft, rest []*discoveryv1.Endpoint, volatile sets.Set[str
 			}
 		}
 	}
-	for _, d := range targets {
+	// Volatile slices written anyway take what they have room for, the
+	// fullest first, for nothing.
+	for _, d := range writtenVolatile(drafts, size) {
 		take(d)
 	}
 	// One more volatile slice, at the cost of one write, where it pays.
@@ -136,6 +109,44 @@ func gather(drafts []*draft, rest []*discoveryv1.Endpoint, volatile sets.Set[str
 		}
 	}
 	return drafts, slices.DeleteFunc(rest, func(ep *discoveryv1.Endpoint) bool { return placed[ep] })
+}
+
+// collectMovers lists the volatile endpoints that may move: those in
+// stable slices written anyway, then those not placed yet (rest). It also
+// returns the room the stable slices written anyway have, and how many
+// movers come from rest.
+func collectMovers(drafts []*draft, rest []*discoveryv1.Endpoint, volatile sets.Set[string], limit int) (movers []mover, stableRoom, fromRest int) {
+	for _, d := range drafts {
+		if d.volatile || d.retired || !d.dirty {
+			continue
+		}
+		for _, ep := range d.eps {
+			if volatile.Has(firstAddress(ep)) {
+				movers = append(movers, mover{ep: ep, from: d})
+			}
+		}
+		stableRoom += max(0, limit-len(d.eps))
+	}
+	for _, ep := range rest {
+		if volatile.Has(firstAddress(ep)) {
+			movers = append(movers, mover{ep: ep})
+			fromRest++
+		}
+	}
+	return movers, stableRoom, fromRest
+}
+
+// writtenVolatile returns the volatile slices that are written anyway and
+// have room, the fullest first.
+func writtenVolatile(drafts []*draft, size int) []*draft {
+	var targets []*draft
+	for _, d := range drafts {
+		if d.volatile && d.dirty && !d.retired && len(d.eps) > 0 && len(d.eps) < size {
+			targets = append(targets, d)
+		}
+	}
+	slices.SortStableFunc(targets, func(a, b *draft) int { return cmp.Compare(len(b.eps), len(a.eps)) })
+	return targets
 }
 
 // extraVolatile picks the volatile slice that takes the movers not placed

@@ -200,7 +200,7 @@ func TestChurnHistory(t *testing.T) {
 		if step.want == nil {
 			step.want = []string{}
 		}
-		if !slices.Equal(got, step.want) && !(len(got) == 0 && len(step.want) == 0) {
+		if !slices.Equal(got, step.want) && (len(got) != 0 || len(step.want) != 0) {
 			t.Errorf("step %d: volatile %v, want %v (history %v)", i, got, step.want, h)
 		}
 		if len(h) > c.Most {
