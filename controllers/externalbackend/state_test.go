@@ -44,7 +44,7 @@ func TestReleaseLeavesNothing(t *testing.T) {
 		},
 	})
 	r := stepReconciler(t, clock, Config{SoleWriter: true, ResolveTimeout: time.Second,
-		Coalesce: coalesce.Window{Quiet: time.Second, Max: 5 * time.Second}}, c)
+		Coalesce: coalesce.Window{Quiet: time.Second, Max: 5 * time.Second}, Churn: DefaultChurn()}, c)
 	r.APIReader = live
 	p := &scripted{eps: []providers.Endpoint{{Address: "192.0.2.1", Serving: true}}}
 	r.Providers = newResolver(t, p).Providers
