@@ -113,21 +113,12 @@ func Normalize(results []SourceResult, pol Policy) ([]Endpoint, []Dropped) {
 
 // before tells whether a wins over b, two endpoints of one source at one
 // address (two EC2 instances in two VPCs, two Consul instances on one
-// node): the healthier (ready, then serving), then by hostname, zone and
+// node): the healthier (rank: ready, then serving), then by hostname, zone and
 // ports. A provider's order is no guide, since it may list from a map and
 // change at every answer; taking the first would flip what is published,
 // and write it, at every refresh.
 func before(a, b Endpoint) bool {
-	health := func(e Endpoint) int {
-		switch {
-		case e.Ready():
-			return 0
-		case e.Serving:
-			return 1
-		}
-		return 2
-	}
-	return cmp.Or(cmp.Compare(health(a), health(b)), strings.Compare(a.Hostname, b.Hostname), strings.Compare(a.Zone, b.Zone),
+	return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a.Hostname, b.Hostname), strings.Compare(a.Zone, b.Zone),
 		strings.Compare(sliceplan.GroupKey(a.AddressType, a.Ports), sliceplan.GroupKey(b.AddressType, b.Ports))) < 0
 }
 

@@ -32,6 +32,23 @@ func machineState(t *testing.T) string {
 	return b.String()
 }
 
+// tcpHosts adds a host of each name to lab, each serving TCP on port.
+func tcpHosts(t *testing.T, lab *Lab, port int, names ...string) []*Host {
+	t.Helper()
+	var hosts []*Host
+	for _, name := range names {
+		h, err := lab.AddHost(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.ServeTCP(port); err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts
+}
+
 // namespaces lists the lab namespaces of this machine.
 func namespaces(t *testing.T) []string {
 	t.Helper()
@@ -59,17 +76,7 @@ func TestLabConnectsAndLeavesNoTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lab.Close()
-	var hosts []*Host
-	for _, name := range []string{"one", "two"} {
-		h, err := lab.AddHost(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.ServeTCP(7000); err != nil {
-			t.Fatal(err)
-		}
-		hosts = append(hosts, h)
-	}
+	hosts := tcpHosts(t, lab, 7000, "one", "two")
 	if got := len(namespaces(t)) - nsBefore; got != 3 {
 		t.Errorf("%d new namespaces, want 3 (the node and two hosts)", got)
 	}
@@ -180,17 +187,7 @@ func TestCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lab.Close()
-	var hosts []*Host
-	for _, name := range []string{"one", "two"} {
-		h, err := lab.AddHost(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.ServeTCP(7000); err != nil {
-			t.Fatal(err)
-		}
-		hosts = append(hosts, h)
-	}
+	hosts := tcpHosts(t, lab, 7000, "one", "two")
 	h, other := hosts[0], hosts[1]
 	// A table of the node's own, with a rule that makes the node track
 	// connections (conntrack runs in a namespace only where a rule needs it).
