@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -20,8 +22,9 @@ const captureWindow = 3 * time.Second
 // kube-proxy had programmed: the node namespace's nftables ruleset (`nft
 // list ruleset`, read inside the lab's node namespace only), its
 // conntrack entries that name one of addrs (all of them when none is
-// given), and kube-proxy's log from captureWindow before at until now
-// (its syncs, and with the lab's verbosity the transactions it ran). Each
+// given; closed ones counted by where they went), and kube-proxy's log
+// from captureWindow before at until now (its syncs, and with the lab's
+// verbosity the transactions it ran). Each
 // part that cannot be read says why instead. Call it at once: the next
 // sync may change the rules.
 func (l *Lab) Capture(at time.Time, addrs ...string) string {
@@ -31,7 +34,7 @@ func (l *Lab) Capture(at time.Time, addrs ...string) string {
 	fmt.Fprintf(&b, "--- conntrack entries in %s naming %s\n", l.Node.Name, orAll(addrs))
 	// /proc/net is the reading process's namespace's: cat runs in the
 	// node namespace.
-	b.WriteString(filterLines(l.nodeOutput("cat", "/proc/net/nf_conntrack"), addrs))
+	b.WriteString(summarizeClosed(filterLines(l.nodeOutput("cat", "/proc/net/nf_conntrack"), addrs)))
 	l.mu.Lock()
 	kp := l.kubeProxy
 	l.mu.Unlock()
@@ -85,6 +88,37 @@ func filterLines(text string, subs []string) string {
 	}
 	if b.Len() == 0 {
 		return "(none)\n"
+	}
+	return b.String()
+}
+
+// replySource is the source address of an entry's reply direction: where a
+// connection was sent (the endpoint, after DNAT).
+var replySource = regexp.MustCompile(`\bsrc=\S+ .*?\bsrc=(\S+)`)
+
+// summarizeClosed keeps the conntrack entries of connections still open,
+// and counts the closed ones (a client opens hundreds a second, and each
+// stays 10 s in CLOSE) by where they were sent.
+func summarizeClosed(entries string) string {
+	var b strings.Builder
+	closed := map[string]int{}
+	n := 0
+	for line := range strings.Lines(entries) {
+		if !strings.Contains(line, " CLOSE ") {
+			b.WriteString(line)
+			continue
+		}
+		n++
+		if m := replySource.FindStringSubmatch(line); m != nil {
+			closed[m[1]]++
+		}
+	}
+	if n > 0 {
+		fmt.Fprintf(&b, "and %d closed connections, by where they were sent:", n)
+		for _, k := range slices.Sorted(maps.Keys(closed)) {
+			fmt.Fprintf(&b, " %s %d", k, closed[k])
+		}
+		b.WriteByte('\n')
 	}
 	return b.String()
 }

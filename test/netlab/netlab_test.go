@@ -206,13 +206,20 @@ func TestCapture(t *testing.T) {
 			t.Fatalf("%s did not answer %s", addr, h.Name)
 		}
 	}
+	// AskTCP closes with a reset: that connection is in CLOSE, counted;
+	// nameAt's is in TIME_WAIT, listed.
+	if name, err := lab.Node.AskTCP(HostPort(h.Addr4.String(), 7000), time.Second); err != nil || name != h.Name {
+		t.Fatalf("AskTCP: %q, %v", name, err)
+	}
 	got := lab.Capture(at, h.Addr4.String())
-	for _, want := range []string{"table inet capturetest", "dst=" + h.Addr4.String(), "dport=7000", "no kube-proxy runs in the lab"} {
+	for _, want := range []string{"table inet capturetest", "TIME_WAIT src=" + NodeAddr4.String() + " dst=" + h.Addr4.String() + " ",
+		"1 closed connections, by where they were sent: " + h.Addr4.String() + " 1\n",
+		"no kube-proxy runs in the lab"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the capture lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "dst="+other.Addr4.String()+" ") {
+	if strings.Contains(got, other.Addr4.String()+" ") {
 		t.Errorf("the capture holds the entries of %s, which it was not asked for:\n%s", other.Addr4, got)
 	}
 	lab.Close()
