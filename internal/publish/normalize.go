@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/sliceplan"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -64,7 +66,9 @@ type Dropped = v1alpha1.DroppedAddress
 
 // Normalize merges the endpoints of the sources that answered: canonical
 // addresses, classified by family, de-duplicated by address (the first source
-// in spec order wins, keeping the health it gave), and filtered by policy.
+// in spec order wins, keeping the health it gave; within one source, the
+// endpoint before the others in the order of before), and filtered by
+// policy.
 // Addresses that cannot or must not be published are returned as dropped:
 // IPs the API server rejects or the policy denies, also when an IPv6 address
 // embeds such an IPv4 one (see EmbeddedIPv4s); names that read as IPv4
@@ -75,13 +79,16 @@ func Normalize(results []SourceResult, pol Policy) ([]Endpoint, []Dropped) {
 	for _, t := range pol.AddressTypes {
 		want[discoveryv1.AddressType(t)] = true
 	}
-	seen := map[string]bool{}
+	// at is where in out each address is, and mine which of them the
+	// source at hand put there.
+	at := map[string]int{}
 	var out []Endpoint
 	var dropped []Dropped
 	for _, r := range results {
 		if r.Err != nil && !r.Held {
 			continue
 		}
+		mine := map[string]bool{}
 		for _, pe := range r.Endpoints {
 			e, reason := normalizeOne(pe, want, pol)
 			if reason == "" && r.Restricted {
@@ -91,14 +98,28 @@ func Normalize(results []SourceResult, pol Policy) ([]Endpoint, []Dropped) {
 				dropped = append(dropped, Dropped{Source: r.Name, Address: pe.Address, Reason: reason})
 				continue
 			}
-			if seen[e.key()] {
-				continue
+			i, seen := at[e.key()]
+			switch {
+			case !seen:
+				at[e.key()], mine[e.key()] = len(out), true
+				out = append(out, e)
+			case mine[e.key()] && before(e, out[i]):
+				out[i] = e
 			}
-			seen[e.key()] = true
-			out = append(out, e)
 		}
 	}
 	return out, dropped
+}
+
+// before tells whether a wins over b, two endpoints of one source at one
+// address (two EC2 instances in two VPCs, two Consul instances on one
+// node): the healthier (rank: ready, then serving), then by hostname, zone and
+// ports. A provider's order is no guide, since it may list from a map and
+// change at every answer; taking the first would flip what is published,
+// and write it, at every refresh.
+func before(a, b Endpoint) bool {
+	return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a.Hostname, b.Hostname), strings.Compare(a.Zone, b.Zone),
+		strings.Compare(sliceplan.GroupKey(a.AddressType, a.Ports), sliceplan.GroupKey(b.AddressType, b.Ports))) < 0
 }
 
 func normalizeOne(pe providers.Endpoint, want map[discoveryv1.AddressType]bool, pol Policy) (Endpoint, string) {

@@ -2,6 +2,7 @@ package publish
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -408,6 +409,47 @@ func TestNormalizeFirstSourceWinsWithItsHealth(t *testing.T) {
 	}
 	if e := eps[1]; e.Address != "2001:db8::1" || !e.Serving || !e.Terminating || e.Ready() {
 		t.Errorf("second endpoint %+v, want source b's: serving and terminating", e)
+	}
+}
+
+// TestNormalizeOneSourceDuplicates: two endpoints of one source at one
+// address (two EC2 instances in two VPCs) publish the same one whatever
+// the order the provider lists them in, which may change at every answer
+// (a map's): taking the first flipped the slices at every refresh.
+func TestNormalizeOneSourceDuplicates(t *testing.T) {
+	ready := providers.Endpoint{Address: "192.0.2.1", Hostname: "i-b", Zone: "za", Serving: true}
+	for _, tc := range []struct {
+		name   string
+		a, b   providers.Endpoint
+		winner string
+	}{
+		{"ready before not serving", ready, providers.Endpoint{Address: "192.0.2.1", Hostname: "i-a", Zone: "za"}, "i-b"},
+		{"ready before draining", ready, providers.Endpoint{Address: "192.0.2.1", Hostname: "i-a", Zone: "za", Serving: true, Terminating: true}, "i-b"},
+		{"draining before not serving", providers.Endpoint{Address: "192.0.2.1", Hostname: "i-b", Serving: true, Terminating: true},
+			providers.Endpoint{Address: "192.0.2.1", Hostname: "i-a"}, "i-b"},
+		{"then the lower hostname", ready, providers.Endpoint{Address: "192.0.2.1", Hostname: "i-a", Zone: "zb", Serving: true}, "i-a"},
+		{"then the lower zone", ready, providers.Endpoint{Address: "192.0.2.1", Hostname: "i-b", Zone: "z0", Serving: true}, "i-b/z0"},
+		{"then the lower port", providers.Endpoint{Address: "192.0.2.1", Hostname: "i-b", Zone: "za", Serving: true, Port: 6432},
+			providers.Endpoint{Address: "192.0.2.1", Hostname: "i-b", Zone: "za", Serving: true, Port: 5432}, "i-b/za/5432"},
+		{"one address in two spellings", ready, providers.Endpoint{Address: "::ffff:192.0.2.1", Hostname: "i-a", Serving: true}, "i-a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, order := range [][]providers.Endpoint{{tc.a, tc.b}, {tc.b, tc.a}} {
+				eps, dropped := Normalize([]SourceResult{{Name: "vms", Endpoints: order}}, Policy{AddressTypes: dual, Ports: []v1alpha1.ServicePort{{Name: "pg", Port: 5432}}})
+				if len(eps) != 1 || len(dropped) != 0 {
+					t.Fatalf("%+v, dropped %+v: want one endpoint", eps, dropped)
+				}
+				e := eps[0]
+				got = append(got, fmt.Sprintf("%s/%s/%d", e.Hostname, e.Zone, *e.Ports[0].Port))
+				if !strings.HasPrefix(got[len(got)-1], tc.winner) {
+					t.Errorf("listed as %s, %s: published %+v, want %s", order[0].Hostname, order[1].Hostname, e, tc.winner)
+				}
+			}
+			if got[0] != got[1] {
+				t.Errorf("the order changes what is published: %s, then %s", got[0], got[1])
+			}
+		})
 	}
 }
 

@@ -261,6 +261,10 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
 	s.base.Credentials = markFailures{s.base.Credentials}
+	// Wrapped once loaded, since loading configures the SDK's own client
+	// (AWS_CA_BUNDLE); one client, and its connections, then serves every
+	// identity and service (see ownBodies).
+	s.base.HTTPClient = ownBodies{s.base.HTTPClient}
 	// Listings outlive the Resolve that starts them (see cachedListing.list), so
 	// they hang off the session, not off a caller.
 	s.ctx, s.cancel = context.WithCancel(context.Background())

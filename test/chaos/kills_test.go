@@ -81,13 +81,14 @@ func TestKillsUnderChurn(t *testing.T) {
 	// that the changes made.
 	waitSettled(t, ns)
 	converge(t, "", time.Now(), ns)
+	writes := watchWrites(t, ns)
 	before := r.MustScrape()
 	time.Sleep(3 * time.Second)
 	after := r.MustScrape()
 	r.RequireRunning()
 	if n := after.Writes() - before.Writes(); n != 0 {
 		env.ledger.broken(faultKill, []violation{{cat: wrong, msg: "writes at rest"}})
-		t.Errorf("the controller wrote %v times in 3 s while nothing changed (seed %d)", n, env.seed)
+		t.Errorf("the controller wrote %v times in 3 s while nothing changed (seed %d); what was written:%s", n, env.seed, writes)
 	}
 }
 

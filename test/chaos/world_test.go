@@ -125,7 +125,8 @@ func (w *world) change(apply func()) {
 
 // expected is what xb must publish now: every address its sources report,
 // of the families its spec asks for and the cluster serves, with the
-// health of the first source (in spec order) that reports it.
+// health of the first source (in spec order) that reports it; an address
+// one source reports twice (two EC2 instances) serves when either does.
 func (w *world) expected(k types.NamespacedName) (map[string]want, *v1alpha1.ExternalBackend) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -141,6 +142,9 @@ func (w *world) expectedLocked(xb *v1alpha1.ExternalBackend) map[string]want {
 	if w.conflicts[types.NamespacedName{Namespace: xb.Namespace, Name: xb.Name}] {
 		return out
 	}
+	// mine are the addresses the source at hand reported: one serves
+	// when any of its reports does.
+	var mine map[string]bool
 	add := func(src, address string, serving bool) {
 		a, err := netip.ParseAddr(address)
 		if err != nil {
@@ -153,11 +157,12 @@ func (w *world) expectedLocked(xb *v1alpha1.ExternalBackend) map[string]want {
 		if !w.served[fam] || !slices.Contains(addressTypes(xb), typ) {
 			return
 		}
-		if _, dup := out[a.String()]; !dup {
-			out[a.String()] = want{serving: serving, from: src}
+		if got, dup := out[a.String()]; !dup || (mine[a.String()] && serving && !got.serving) {
+			out[a.String()], mine[a.String()] = want{serving: serving, from: src}, true
 		}
 	}
 	for _, s := range xb.Spec.Sources {
+		mine = map[string]bool{}
 		switch {
 		case s.Static != nil:
 			for _, e := range s.Static.Endpoints {

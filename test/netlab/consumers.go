@@ -65,6 +65,10 @@ func (l *Lab) Kubeconfig(cfg *rest.Config, path string) error {
 // conntrack limit; the conntrack timeouts it does set are per namespace.
 // minSyncPeriod stays at kube-proxy's default (1 s), as on a real node: a
 // change that comes less than 1 s after the last sync waits for the rest.
+//
+// --vmodule proxier=9 logs every nftables transaction the proxier runs
+// (and nothing more of the rest), so that Capture can tell what was
+// programmed when a connection failed.
 func (l *Lab) KubeProxy(ctx context.Context, bin, kubeconfig, nodeName, dir string) (*Process, error) {
 	const healthz = "127.0.0.1:10256"
 	p, err := l.Start(filepath.Join(dir, "kube-proxy.log"), bin,
@@ -75,10 +79,14 @@ func (l *Lab) KubeProxy(ctx context.Context, bin, kubeconfig, nodeName, dir stri
 		"--healthz-bind-address", healthz,
 		"--metrics-bind-address", "127.0.0.1:10249",
 		"--v", "2",
+		"--vmodule", "proxier=9",
 	)
 	if err != nil {
 		return nil, err
 	}
+	l.mu.Lock()
+	l.kubeProxy = p
+	l.mu.Unlock()
 	return p, l.waitHTTP(ctx, p, "http://"+healthz+"/healthz")
 }
 

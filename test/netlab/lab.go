@@ -41,6 +41,8 @@ type Lab struct {
 	hosts  []*Host
 	procs  []*Process
 	closer []func() error
+	// kubeProxy is the kube-proxy KubeProxy started, for Capture.
+	kubeProxy *Process
 }
 
 // New creates the node namespace with its bridge. serviceRanges are the

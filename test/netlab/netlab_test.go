@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -29,6 +30,23 @@ func machineState(t *testing.T) string {
 		b.WriteString(strings.Join(args, " ") + "\n" + string(out))
 	}
 	return b.String()
+}
+
+// tcpHosts adds a host of each name to lab, each serving TCP on port.
+func tcpHosts(t *testing.T, lab *Lab, port int, names ...string) []*Host {
+	t.Helper()
+	var hosts []*Host
+	for _, name := range names {
+		h, err := lab.AddHost(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.ServeTCP(port); err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts
 }
 
 // namespaces lists the lab namespaces of this machine.
@@ -58,17 +76,7 @@ func TestLabConnectsAndLeavesNoTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lab.Close()
-	var hosts []*Host
-	for _, name := range []string{"one", "two"} {
-		h, err := lab.AddHost(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.ServeTCP(7000); err != nil {
-			t.Fatal(err)
-		}
-		hosts = append(hosts, h)
-	}
+	hosts := tcpHosts(t, lab, 7000, "one", "two")
 	if got := len(namespaces(t)) - nsBefore; got != 3 {
 		t.Errorf("%d new namespaces, want 3 (the node and two hosts)", got)
 	}
@@ -166,5 +174,80 @@ func TestNewRefusesRangesOutsideDocumentation(t *testing.T) {
 			lab.Close()
 			t.Errorf("New accepted service range %s", r)
 		}
+	}
+}
+
+// TestCapture: a capture reads the node namespace's ruleset and conntrack
+// entries, not the machine's, and changes neither; without kube-proxy it
+// says so.
+func TestCapture(t *testing.T) {
+	before := machineState(t)
+	lab, err := New(t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+	hosts := tcpHosts(t, lab, 7000, "one", "two")
+	h, other := hosts[0], hosts[1]
+	// A table of the node's own, with a rule that makes the node track
+	// connections (conntrack runs in a namespace only where a rule needs it).
+	for _, args := range [][]string{
+		{"add", "table", "inet", "capturetest"},
+		{"add", "chain", "inet", "capturetest", "out", "{ type filter hook output priority 0 ; }"},
+		{"add", "rule", "inet", "capturetest", "out", "ct", "state", "new", "counter"},
+	} {
+		if out, err := lab.Node.Command("nft", args...).CombinedOutput(); err != nil {
+			t.Fatalf("nft %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	at := time.Now()
+	for _, h := range hosts {
+		if addr := HostPort(h.Addr4.String(), 7000); nameAt(t, lab, addr) != h.Name {
+			t.Fatalf("%s did not answer %s", addr, h.Name)
+		}
+	}
+	// AskTCP closes with a reset: that connection is in CLOSE, counted;
+	// nameAt's is in TIME_WAIT, listed.
+	if name, err := lab.Node.AskTCP(HostPort(h.Addr4.String(), 7000), time.Second); err != nil || name != h.Name {
+		t.Fatalf("AskTCP: %q, %v", name, err)
+	}
+	got := lab.Capture(at, h.Addr4.String())
+	for _, want := range []string{"table inet capturetest", "TIME_WAIT src=" + NodeAddr4.String() + " dst=" + h.Addr4.String() + " ",
+		"1 closed connections, by where they were sent: " + h.Addr4.String() + " 1\n",
+		"no kube-proxy runs in the lab"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the capture lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, other.Addr4.String()+" ") {
+		t.Errorf("the capture holds the entries of %s, which it was not asked for:\n%s", other.Addr4, got)
+	}
+	lab.Close()
+	if after := machineState(t); after != before {
+		t.Errorf("the machine's state changed:\n%s\nwas:\n%s", after, before)
+	}
+}
+
+// TestLogWindow: the window starts at the first line logged at or after
+// its start, and keeps the lines without a time that follow a kept one.
+func TestLogWindow(t *testing.T) {
+	path := t.TempDir() + "/kube-proxy.log"
+	day := time.Now().Format("0102")
+	log := "I" + day + " 10:00:00.000000       1 proxier.go:1] \"old sync\"\n" +
+		"I" + day + " 10:00:01.500000       1 proxier.go:2] \"Running nftables transaction\" transaction=<\n" +
+		"\tadd rule ip kube-proxy services ...\n" +
+		" >\n" +
+		"E" + day + " 10:00:02.000000       1 proxier.go:3] \"nftables sync failed\"\n"
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	y, m, d := time.Now().Date()
+	got, err := logWindow(path, time.Date(y, m, d, 10, 0, 1, 0, time.Local))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.SplitAfterN(log, "\n", 2)[1]
+	if got != want {
+		t.Errorf("window:\n%s\nwant:\n%s", got, want)
 	}
 }

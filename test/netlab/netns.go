@@ -110,7 +110,12 @@ func (n *Namespace) ListenPacket(network, address string) (net.PacketConn, error
 // Command is a command that runs inside the namespace (through `ip netns
 // exec`, which enters it and execs the command, so the process is cmd's).
 func (n *Namespace) Command(name string, args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
+	return n.CommandContext(context.Background(), name, args...)
+}
+
+// CommandContext is Command, killed when ctx is done.
+func (n *Namespace) CommandContext(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
 }
 
 // remove kills what still runs in the namespace and deletes it.

@@ -17,10 +17,12 @@ import (
 // Process is a program the lab runs in one of its namespaces.
 type Process struct {
 	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-	once sync.Once
+	// logPath is the file its output goes to.
+	logPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+	once    sync.Once
 }
 
 // Start runs bin with args inside the node namespace, its output appended
@@ -31,7 +33,7 @@ func (l *Lab) Start(logPath, bin string, args ...string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Process{name: bin, cmd: l.Node.Command(bin, args...), done: make(chan struct{})}
+	p := &Process{name: bin, logPath: logPath, cmd: l.Node.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	// The parent death signal is sent when the thread that started the
 	// process ends, not the process: start it from a thread kept for as

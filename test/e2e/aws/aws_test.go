@@ -6,6 +6,7 @@
 package aws_test
 
 import (
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -123,6 +124,37 @@ func TestEC2States(t *testing.T) {
 		t.Fatal(err)
 	}
 	framework.WaitStates(t, ns, "web", map[string]string{"198.51.100.22": ready})
+}
+
+// TestEC2SameAddressTwice: two instances at one private address (two VPCs
+// of one region) publish one endpoint, the same one at every listing,
+// whatever order the provider lists them in: the running instance,
+// named by its ID. The slice is not written again over eight listings.
+func TestEC2SameAddressTwice(t *testing.T) {
+	ns := framework.Namespace(t)
+	for id, state := range map[string]string{"i-e2e-twin-a": "pending", "i-e2e-twin-b": "running"} {
+		fake.PutEC2Instance(awstest.EC2Instance{ID: id, State: state, PrivateIP: "198.51.100.31", Zone: "eu-west-1b",
+			Tags: map[string]string{"app": "e2e-twins"}})
+	}
+	framework.Create(t, backend(ns, "twins", v1alpha1.Source{Name: "vms", AWSEC2: &v1alpha1.AWSEC2Source{
+		Region: region, Tags: map[string]string{"app": "e2e-twins"}}}))
+	sl := framework.WaitStates(t, ns, "twins", map[string]string{"198.51.100.31": ready})
+	if h := ptr.Deref(sl[0].Endpoints[0].Hostname, ""); h != "i-e2e-twin-b" {
+		t.Errorf("hostname %q, want the running instance's, i-e2e-twin-b", h)
+	}
+	version := sl[0].ResourceVersion
+	listed := fake.Calls(awstest.DescribeInstances)
+	framework.Eventually(t, 30*time.Second, "eight more EC2 listings", func() error {
+		if n := fake.Calls(awstest.DescribeInstances) - listed; n < 8 {
+			return fmt.Errorf("%d listings", n)
+		}
+		return nil
+	})
+	sl = framework.WaitStates(t, ns, "twins", map[string]string{"198.51.100.31": ready})
+	if sl[0].ResourceVersion != version {
+		t.Errorf("the slice was written again while nothing changed (resourceVersion %s -> %s): now %+v",
+			version, sl[0].ResourceVersion, sl[0].Endpoints)
+	}
 }
 
 func TestAccessDeniedKeepsEndpoints(t *testing.T) {

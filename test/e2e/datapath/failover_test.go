@@ -3,6 +3,7 @@ package datapath_test
 import (
 	"flag"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -252,7 +253,9 @@ func untilMissed(addr string, start time.Time) (time.Duration, error) {
 		name, err := ask("tcp", addr)
 		switch {
 		case err != nil:
-			return 0, fmt.Errorf("a connection %s after the failure failed: %w", at.Sub(start), err)
+			// What kube-proxy had programmed, read before its next sync.
+			ip, _, _ := net.SplitHostPort(addr)
+			return 0, fmt.Errorf("a connection %s after the failure failed: %w\nthe node's data path then:\n%s", at.Sub(start), err, lab.Capture(at, ip))
 		case name == flipper:
 			misses = 0
 		default:
