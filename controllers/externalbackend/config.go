@@ -73,6 +73,11 @@ type Config struct {
 	// Churn finds the endpoints that change often, which the slice planner
 	// gathers in small slices of their own; off when its window is zero.
 	Churn sliceplan.Churn
+	// StatusCatchUpRate bounds the status writes a second that only catch
+	// up with what this version shows (a field it added, a message it
+	// words otherwise), all backends together; 0: no bound. They always
+	// wait behind every change (see catchup.go).
+	StatusCatchUpRate float64
 }
 
 // DefaultChurn is churn-aware placement as the controller runs it unless
