@@ -206,6 +206,20 @@ func volatileSlices(sl []discoveryv1.EndpointSlice) map[string][]string {
 	return out
 }
 
+// restart restarts the controller and waits until the new one has
+// reconciled a backend: its caches are filled, and it has seen the slices
+// it finds.
+func restart(t *testing.T) {
+	t.Helper()
+	framework.RestartController(t)
+	framework.Eventually(t, framework.Timeout, "the new controller reconciling", func() error {
+		if n, _ := framework.MetricValue(t, "backendslice_reconciles_total", map[string]string{"result": "success"}); n == 0 {
+			return fmt.Errorf("no reconcile yet")
+		}
+		return nil
+	})
+}
+
 // healthAt is the flappers' health after flip i (from 1): unhealthy on odd
 // flips, healthy again on even ones.
 func healthAt(i int) v1alpha1.Health {
@@ -276,13 +290,7 @@ func TestFlappersGatherInOneSmallSlice(t *testing.T) {
 	// A restart: the volatile mark is on the slice, the history in memory.
 	ns := on.xb.Namespace
 	before, requests := versions(framework.Slices(t, ns, "db")), writes.Of(ns, "endpointslices")
-	framework.RestartController(t)
-	framework.Eventually(t, framework.Timeout, "the new controller reconciling", func() error {
-		if n, _ := framework.MetricValue(t, "backendslice_reconciles_total", map[string]string{"result": "success"}); n == 0 {
-			return fmt.Errorf("no reconcile yet")
-		}
-		return nil
-	})
+	restart(t)
 	time.Sleep(quiet)
 	sl := framework.Slices(t, ns, "db")
 	if n, w := writes.Of(ns, "endpointslices")-requests, changed(before, versions(sl)); n != 0 || len(w) != 0 {
@@ -300,10 +308,10 @@ func TestFlappersGatherInOneSmallSlice(t *testing.T) {
 
 	// Side by side: the same flips with churn-aware placement off.
 	churnOff.Store(true)
-	framework.RestartController(t)
+	restart(t)
 	t.Cleanup(func() {
 		churnOff.Store(false)
-		framework.RestartController(t)
+		restart(t)
 	})
 	off := newBackend(t)
 	offAddrs, offFull := pickFlappers(t, framework.Slices(t, off.xb.Namespace, "db"))
