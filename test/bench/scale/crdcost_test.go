@@ -51,9 +51,11 @@ func TestCRDRulesCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	groups := []string{"old.backendslice.io", "new.backendslice.io"}
-	docs := [][]byte{old, []byte(crd.ExternalBackendYAML)}
+	docs := [][]byte{old, crd.ExternalBackendYAML}
 	scheme := runtime.NewScheme()
-	_ = apiextensionsv1.AddToScheme(scheme)
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	cc, err := client.New(framework.E().Config(), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
