@@ -184,7 +184,7 @@ bench-churn: controlplane ## Replay the churn sequences (ours, with and without 
 
 .PHONY: bench-scale
 bench-scale: controlplane ## Converge 10,000 endpoints and 2,000 backends on a real API server, against a bare client, and write docs/benchmarks-scale.md.
-	$(ENVTEST_ENV) $(GO) test -tags bench -run TestScaleReport -count=1 -v -timeout 30m ./test/bench/scale -args -docs=$(CURDIR)/docs
+	$(ENVTEST_ENV) $(GO) test -tags bench -run TestScaleReport -count=1 -v -timeout 60m ./test/bench/scale -args -docs=$(CURDIR)/docs
 
 .PHONY: bench-memory
 bench-memory: controlplane ## Measure heap and RSS per 1,000 backends and per 10,000 endpoints, and the cache transforms' saving side by side: write the memory section of docs/benchmarks-scale.md.

@@ -24,6 +24,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
@@ -191,6 +192,14 @@ func measurePatches(ctx context.Context, t *testing.T, ns string) patchCost {
 	timed := func(xb *v1alpha1.ExternalBackend) (time.Duration, time.Duration) {
 		xb.Spec.Suspend = true
 		if err := c.Create(ctx, xb); err != nil {
+			t.Fatal(err)
+		}
+		// The controller's one status write first: two writers of a large
+		// object make each other retry.
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, client.ObjectKeyFromObject(xb), xb)
+			return err == nil && xb.Status.ObservedGeneration == xb.Generation, err
+		}); err != nil {
 			t.Fatal(err)
 		}
 		var took []time.Duration

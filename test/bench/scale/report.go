@@ -21,7 +21,9 @@ type result struct {
 	// bareStatus and bareStatusChange are bareEmpty and bareChange plus
 	// one status patch per backend they wrote.
 	bareStatus, bareStatusChange bareRun
-	phases                       []phase
+	// floorWatched are the floor's runs beside watches (-floorwatches).
+	floorWatched []floorWatched
+	phases       []phase
 }
 
 // bareRun is one step of the bare client.
@@ -64,7 +66,15 @@ func writeMarkdown(w io.Writer, results []result, idle phase, workers int, lists
 	p("For the change it swaps each replaced address in place, updating only the slices that held one: the floor for the change. ")
 	p("**Bare + status patch** makes the same creates (or updates) and then one merge patch of each backend's status that it wrote ")
 	p("(Ready for its generation, its counts), with the specs stored or edited beforehand (untimed) and no controller running: ")
-	p("the floor of a controller that reports status, to which ours is compared too.\n\n")
+	p("the floor of a controller that reports status, to which ours is compared too.")
+	if len(results) > 0 && len(results[0].floorWatched) > 0 {
+		p("\n- **Bare + status patch + the controller's watches** is that floor again (in a namespace of its own) with a cache in the ")
+		p("test process watching as the controller's does (`externalbackend.CacheOptions`: ExternalBackends, and Services and slices ")
+		p("with our label, through the same transforms): what serving a controller's watches of its own objects costs the API server. ")
+		p("**Services and slices as metadata only** watches them as `PartialObjectMetadata` instead (`builder.OnlyMetadata`), ")
+		p("what the API server would save if the controller watched them so. Its figures are in the sentences below each table.")
+	}
+	p("\n\n")
 	for _, r := range results {
 		p("### (%s) %s\n\n", r.scenario.Name, r.scenario.Description)
 		p("Change: %s.\n\n", r.scenario.Change)
@@ -77,6 +87,14 @@ func writeMarkdown(w io.Writer, results []result, idle phase, workers int, lists
 		p("| bare client + status patch, 10%% change | %s | – | – | %d | %d updates, %d status patches | – | – | – | %s | %s | – |\n",
 			round(r.bareStatusChange.took), r.bareStatusChange.requests, r.bareStatusChange.writes, r.bareStatusChange.requests-r.bareStatusChange.writes,
 			round(r.bareStatusChange.serverCPU.apiserver), round(r.bareStatusChange.serverCPU.etcd))
+		for _, w := range r.floorWatched {
+			p("| bare client + status patch + %s, from empty | %s | – | – | %d | %d creates, %d status patches | – | – | – | %s | %s | – |\n",
+				w.variant.description, round(w.empty.took), w.empty.requests, w.empty.writes, w.empty.requests-w.empty.writes,
+				round(w.empty.serverCPU.apiserver), round(w.empty.serverCPU.etcd))
+			p("| bare client + status patch + %s, 10%% change | %s | – | – | %d | %d updates, %d status patches | – | – | – | %s | %s | – |\n",
+				w.variant.description, round(w.change.took), w.change.requests, w.change.writes, w.change.requests-w.change.writes,
+				round(w.change.serverCPU.apiserver), round(w.change.serverCPU.etcd))
+		}
 		p("| bare client, 10%% change | %s | – | – | %d | %d updates | – | – | – | %s | %s | – |\n", round(r.bareChange.took), r.bareChange.requests, r.bareChange.writes,
 			round(r.bareChange.serverCPU.apiserver), round(r.bareChange.serverCPU.etcd))
 		for _, ph := range r.phases {
@@ -96,6 +114,27 @@ func writeMarkdown(w io.Writer, results []result, idle phase, workers int, lists
 			p("\n%s, ours / (bare + status patch): time **%.1f×** (%.1f× leaving out the spec writes), requests **%.2f×** (%d / %d).\n",
 				ph.Name, ph.Took.Seconds()/floor.took.Seconds(), (ph.Took-ph.SpecWrites).Seconds()/floor.took.Seconds(),
 				float64(total(ph.Requests))/float64(floor.requests), total(ph.Requests), floor.requests)
+		}
+		if len(r.floorWatched) > 0 {
+			p("\nAPI server CPU from empty: the floor %s", round(r.bareStatus.serverCPU.apiserver))
+			for _, w := range r.floorWatched {
+				p("; with %s %s (**%.2f×** the floor)", w.variant.description, round(w.empty.serverCPU.apiserver),
+					w.empty.serverCPU.apiserver.Seconds()/r.bareStatus.serverCPU.apiserver.Seconds())
+			}
+			stored := r.phases[0]
+			p("; ours from stored specs %s (**%.2f×** the floor, **%.2f×** the floor with the controller's watches). ",
+				round(stored.ServerCPU.apiserver), stored.ServerCPU.apiserver.Seconds()/r.bareStatus.serverCPU.apiserver.Seconds(),
+				stored.ServerCPU.apiserver.Seconds()/r.floorWatched[0].empty.serverCPU.apiserver.Seconds())
+			p("Time from empty: the floor %s", round(r.bareStatus.took))
+			for _, w := range r.floorWatched {
+				p("; with %s %s (%.2f×)", w.variant.description, round(w.empty.took), w.empty.took.Seconds()/r.bareStatus.took.Seconds())
+			}
+			p(". For the change: the floor %s of API server CPU", round(r.bareStatusChange.serverCPU.apiserver))
+			for _, w := range r.floorWatched {
+				p("; with %s %s (%.2f×)", w.variant.description, round(w.change.serverCPU.apiserver),
+					w.change.serverCPU.apiserver.Seconds()/r.bareStatusChange.serverCPU.apiserver.Seconds())
+			}
+			p(".\n")
 		}
 		p("\n")
 		p("Requests by verb and resource: ")

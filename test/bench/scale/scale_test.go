@@ -47,7 +47,7 @@ var workers = flag.Int("concurrent", controllers.DefaultConcurrency, "the contro
 
 // serverProfile, if set, is where a CPU profile of the API server is
 // written, taken while the controller converges scenario b from stored specs.
-var serverProfile = flag.String("serverprofile", "", "write a CPU profile of the API server during (b) from stored specs to this file")
+var serverProfile = flag.String("serverprofile", "", "write a CPU profile of the API server during (b) from stored specs to this file, and one during (b)'s bare client + status patch to this file with .bare appended")
 
 // steady is how long nothing changes in the last phase.
 const steady = 60 * time.Second
@@ -107,44 +107,13 @@ func TestScaleReport(t *testing.T) {
 		r.bareChange = runBare(t, &bareRequests, func() (int, error) { return updateAll(ctx, bare, ps, want(initial), want(changed)) })
 		clearNamespace(ctx, t, watcher, bareNS)
 
-		// The bare client's writes plus one status patch per backend, as
-		// the controller makes them: the floor of a controller that reports
-		// status. The specs are stored first, untimed, while no controller
-		// runs, and gone again before it starts.
-		statusNS := namespace(t, "bare-status-"+sc.Name)
-		withStatus := sc.backends(statusNS, false)
-		sps, err := plan(ctx, withStatus, statusNS, framework.TestConfig())
-		if err != nil {
-			t.Fatal(err)
+		r.bareStatus, r.bareStatusChange = floorWithStatus(ctx, t, sc, "bare-status-"+sc.Name, bare, &bareRequests, watcher, nil)
+		if *floorWatches {
+			for _, w := range floorWatchVariants {
+				empty, change := floorWithStatus(ctx, t, sc, "bare-"+w.name+"-"+sc.Name, bare, &bareRequests, watcher, w.watch)
+				r.floorWatched = append(r.floorWatched, floorWatched{variant: w, empty: empty, change: change})
+			}
 		}
-		framework.RestartControllerAfter(t, func() {
-			if err := inParallel(ctx, withStatus, func(ctx context.Context, xb *v1alpha1.ExternalBackend) error {
-				return env.Client.Create(ctx, xb)
-			}); err != nil {
-				t.Fatal(err)
-			}
-			r.bareStatus = runBare(t, &bareRequests, func() (int, error) { return createAllWithStatus(ctx, bare, sps, withStatus) })
-			// The user's edit, untimed, so that each status patch of the
-			// change is for a new generation.
-			from, edited := want(withStatus), sc.backends(statusNS, true)
-			var touched []int
-			for i := range withStatus {
-				if specChanged(withStatus[i], edited[i]) {
-					touched = append(touched, i)
-				}
-			}
-			if _, err := eachBackend(ctx, len(touched), func(ctx context.Context, k int) (int, error) {
-				xb := withStatus[touched[k]]
-				xb.Spec = edited[touched[k]].Spec
-				return 0, env.Client.Update(ctx, xb)
-			}); err != nil {
-				t.Fatal(err)
-			}
-			r.bareStatusChange = runBare(t, &bareRequests, func() (int, error) {
-				return updateAllWithStatus(ctx, bare, sps, withStatus, from, want(edited))
-			})
-			clearNamespace(ctx, t, watcher, statusNS)
-		})
 
 		// The same fleet, stored while no controller runs: the controller
 		// starting on it has only its own writes to make, as the bare client.
@@ -230,6 +199,59 @@ func TestScaleReport(t *testing.T) {
 	if err := docsection.Replace(filepath.Join(*docs, "benchmarks-scale.md"), "converge", md.String()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// floorWithStatus runs the bare client's writes plus one status patch per
+// backend, as the controller makes them: the floor of a controller that
+// reports status, in namespace ns, from empty and for the change. The
+// specs are stored first, untimed, while no controller runs, and gone
+// again before it starts. If watch is set, it starts watches standing for
+// the controller's before the floor's writes, and stops them after.
+func floorWithStatus(ctx context.Context, t *testing.T, sc scenario, ns string, bare client.Client, bareRequests *counter, watcher client.Reader, watch func(ctx context.Context, t *testing.T) func()) (empty, change bareRun) {
+	t.Helper()
+	env := framework.E()
+	statusNS := namespace(t, ns)
+	withStatus := sc.backends(statusNS, false)
+	sps, err := plan(ctx, withStatus, statusNS, framework.TestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.RestartControllerAfter(t, func() {
+		if err := inParallel(ctx, withStatus, func(ctx context.Context, xb *v1alpha1.ExternalBackend) error {
+			return env.Client.Create(ctx, xb)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if watch != nil {
+			stop := watch(ctx, t)
+			defer stop()
+		}
+		if *serverProfile != "" && sc.Name == "b" && watch == nil {
+			go profileServer(t, *serverProfile+".bare", 20*time.Second)
+		}
+		empty = runBare(t, bareRequests, func() (int, error) { return createAllWithStatus(ctx, bare, sps, withStatus) })
+		// The user's edit, untimed, so that each status patch of the
+		// change is for a new generation.
+		from, edited := want(withStatus), sc.backends(statusNS, true)
+		var touched []int
+		for i := range withStatus {
+			if specChanged(withStatus[i], edited[i]) {
+				touched = append(touched, i)
+			}
+		}
+		if _, err := eachBackend(ctx, len(touched), func(ctx context.Context, k int) (int, error) {
+			xb := withStatus[touched[k]]
+			xb.Spec = edited[touched[k]].Spec
+			return 0, env.Client.Update(ctx, xb)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		change = runBare(t, bareRequests, func() (int, error) {
+			return updateAllWithStatus(ctx, bare, sps, withStatus, from, want(edited))
+		})
+		clearNamespace(ctx, t, watcher, statusNS)
+	})
+	return empty, change
 }
 
 // watch starts an informer cache of ExternalBackends and EndpointSlices for
