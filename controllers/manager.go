@@ -155,6 +155,11 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	rcfg := withDefaults(opts.Config)
+	if rcfg.StatusCatchUpRate == 0 && cfg.QPS > 0 {
+		// Status catch-ups take at most half the client's rate: the other
+		// half, and the burst, stay free for changes.
+		rcfg.StatusCatchUpRate = float64(cfg.QPS) / 2
+	}
 	// Leader election makes this process the one writer of our slices.
 	rcfg.SoleWriter = rcfg.SoleWriter || opts.LeaderElection
 	dog, err := addHealthChecks(mgr, opts.StuckReconcileTimeout)

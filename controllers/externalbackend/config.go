@@ -69,6 +69,11 @@ type Config struct {
 	// Coalesce folds bursts of provider changes into one write; off when
 	// its quiet time is zero.
 	Coalesce coalesce.Window
+	// StatusCatchUpRate bounds the status writes a second that only catch
+	// up with what this version shows (a field it added, a message it
+	// words otherwise), all backends together; 0: no bound. They always
+	// wait behind every change (see catchup.go).
+	StatusCatchUpRate float64
 }
 
 // DefaultDeniedCIDRs are the cloud metadata addresses that the API server

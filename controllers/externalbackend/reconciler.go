@@ -64,6 +64,9 @@ type Reconciler struct {
 	// recreations is the token bucket that all backends' Service
 	// recreations share, on top of each one's own backoff (recreateAfter).
 	recreations *rate.Limiter
+	// catchUps is the token bucket that all backends' status catch-ups
+	// take their slots from (see catchup.go); nil writes them at once.
+	catchUps *rate.Limiter
 }
 
 // +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends,verbs=list;watch
@@ -104,11 +107,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	before := xb.DeepCopy()
 	var pass passResult
 	defer func() {
-		var requeueAfter time.Duration
-		requeueAfter, retErr = r.writeStatus(ctx, before, xb, pass)
+		var next ctrl.Result
+		next, retErr = r.writeStatus(ctx, before, xb, pass)
 		r.Metrics.reconciled(retErr, r.Clock.Since(start))
 		if retErr == nil {
-			res.RequeueAfter = requeueAfter
+			res = next
 		}
 	}()
 	if xb.Spec.Suspend {

@@ -97,6 +97,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.checks = NewSpecChecker()
 	r.connections = connections.Reader{Client: r.Client, Namespace: r.Config.Namespace, Kinds: r.kinds()}
 	r.recreations = newRetryBucket()
+	r.catchUps = newCatchUpBucket(r.Config.StatusCatchUpRate)
 	r.shares = fairshare.New(cmp.Or(r.Config.NamespaceShare, fairshare.ShareOf(r.Workers)), nil)
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}

@@ -2,6 +2,7 @@ package externalbackend
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -32,6 +33,9 @@ type backendState struct {
 	// recreateAttempts counts the passes in a row that deleted the Service
 	// to recreate it, for their backoff (see recreateAfter).
 	recreateAttempts int
+	// catchUpAt is the slot of the status catch-up held back (see
+	// catchup.go), zero when none is.
+	catchUpAt time.Time
 }
 
 // backendStates holds a backendState per backend. One mutex guards the map

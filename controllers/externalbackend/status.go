@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -48,10 +49,11 @@ type passResult struct {
 	fates map[string]fate
 }
 
-// writeStatus writes status and events from the report, patches status once,
-// and says when to look again: transient failures return an error (retried
-// with backoff), terminal ones wait for a change.
-func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.ExternalBackend, pass passResult) (time.Duration, error) {
+// writeStatus writes status and events from the report, patches status once
+// (or holds a catch-up), and says when to look again and at which
+// priority: transient failures return an error (retried with backoff),
+// terminal ones wait for a change.
+func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.ExternalBackend, pass passResult) (ctrl.Result, error) {
 	wasReady := metav1.ConditionStatus("")
 	if c := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 		wasReady = c.Status
@@ -81,14 +83,32 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.Exter
 	if plan.final {
 		xb.Status.ObservedGeneration = xb.Generation
 	}
+	turn := r.statusTurn(before, xb, plan.retry == nil, earliest(pass.requeueAfter, plan.recheck))
 	log.FromContext(ctx).V(1).Info("reconciled", "endpoints", xb.Status.Endpoints.Total,
-		"ready", xb.Status.Endpoints.Ready, "slices", xb.Status.Slices, "requeueAfter", pass.requeueAfter)
-	r.announce(before, xb)
+		"ready", xb.Status.Endpoints.Ready, "slices", xb.Status.Slices, "requeueAfter", turn.requeueAfter,
+		"catchUpHeld", !turn.slot.IsZero())
 	r.Metrics.backend(xb, !xb.Spec.Suspend && pass.specErr == nil, pass.results, r.Clock.Now())
-	if err := r.patchStatus(ctx, before, xb, pass.results); err != nil {
-		return 0, errors.Join(plan.retry, fmt.Errorf("patching status: %w", err))
+	if turn.write {
+		r.announce(before, xb)
+		if err := r.patchStatus(ctx, before, xb, pass.results); err != nil {
+			return ctrl.Result{}, errors.Join(plan.retry, fmt.Errorf("patching status: %w", err))
+		}
 	}
-	return earliest(pass.requeueAfter, plan.recheck), plan.retry
+	return ctrl.Result{RequeueAfter: turn.requeueAfter, Priority: turn.priority}, plan.retry
+}
+
+// statusTurn decides whether the pass writes its status now or holds it as
+// a catch-up (see catchup.go), and keeps the backend's slot. A retry
+// (settled false) holds nothing: its status says what failed.
+func (r *Reconciler) statusTurn(before, after *v1alpha1.ExternalBackend, settled bool, requeueAfter time.Duration) statusTurn {
+	changed := !equality.Semantic.DeepEqual(before.Status, after.Status)
+	catchUp := settled && changed && onlyCatchUp(&before.Status, &after.Status)
+	var turn statusTurn
+	r.state.update(client.ObjectKeyFromObject(after), func(b *backendState) {
+		turn = turnOf(r.Clock.Now(), changed, catchUp, b.catchUpAt, r.catchUpSlot, requeueAfter)
+		b.catchUpAt = turn.slot
+	})
+	return turn
 }
 
 // setStepConditions sets the conditions of the steps that only some
