@@ -73,6 +73,12 @@ func TestReleaseLeavesNothing(t *testing.T) {
 	if err := r.patchStatus(ctx, before, xb, nil); err != nil {
 		t.Fatal(err)
 	}
+	// A status that only lacks readyEndpoints: the catch-up is held.
+	caughtUp := xb.DeepCopy()
+	caughtUp.Status.ReadyEndpoints = "1/1"
+	if turn := r.statusTurn(xb, caughtUp, true, 0); turn.write || turn.slot.IsZero() {
+		t.Fatalf("catch-up: %+v, want it held with a slot", turn)
+	}
 	for attempt, want := range []time.Duration{retryBaseDelay, 2 * retryBaseDelay} {
 		if got := r.recreateAfter(key, true); got != want {
 			t.Fatalf("recreation %d: look again after %v, want %v", attempt, got, want)
@@ -119,6 +125,18 @@ func TestReleaseLeavesNothing(t *testing.T) {
 	}
 	if got := r.recreateAfter(key, true); got != retryBaseDelay {
 		t.Errorf("recreate backoff: %v, want %v", got, retryBaseDelay)
+	}
+	// A catch-up found again takes a slot of its own from now, and a
+	// change is written at once, with no priority from a forgotten hold.
+	clock.Step(time.Hour)
+	caughtUp = xb.DeepCopy()
+	caughtUp.Status.ReadyEndpoints = "1/1"
+	if turn := r.statusTurn(xb, caughtUp, true, 0); turn.write || !turn.slot.Equal(clock.Now().Add(catchUpDelay)) {
+		t.Errorf("catch-up: %+v, want it held until %v", turn, clock.Now().Add(catchUpDelay))
+	}
+	r.release(key)
+	if turn := r.statusTurn(xb, caughtUp, false, 0); !turn.write || turn.priority != nil {
+		t.Errorf("catch-up of a retry: %+v, want it written with the priority kept", turn)
 	}
 	p.err = providers.Transient(errors.New("timeout"))
 	if res := r.resolveSources(ctx, xb, admitted(xb)); res.results[0].Held || !res.holdVanished {
