@@ -1,6 +1,8 @@
 package docsection
 
 import (
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -44,5 +46,24 @@ func TestReplace(t *testing.T) {
 				t.Errorf("a second replace changed the text:\n%s", again)
 			}
 		})
+	}
+}
+
+func TestLoadAverage(t *testing.T) {
+	got := LoadAverage()
+	if _, err := os.Stat("/proc/loadavg"); err != nil {
+		if got != "unknown" {
+			t.Errorf("LoadAverage() = %q without /proc/loadavg, want unknown", got)
+		}
+		return
+	}
+	f := strings.Fields(got)
+	if len(f) != 3 {
+		t.Fatalf("LoadAverage() = %q, want three figures", got)
+	}
+	for _, x := range f {
+		if _, err := strconv.ParseFloat(x, 64); err != nil {
+			t.Errorf("LoadAverage() = %q: %q is no number", got, x)
+		}
 	}
 }

@@ -3,9 +3,7 @@ package noisy
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/test/docsection"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -63,7 +62,7 @@ func measure(t *testing.T) Report {
 	began := time.Now()
 	k8s := framework.E().Client
 	r := Report{
-		CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadBefore: loadavg(),
+		CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadBefore: docsection.LoadAverage(),
 		Backends: *attackBackends, Addresses: *attackAddresses, FlipPeriod: *flipPeriod, Warmup: *warmup, AttackFor: *attackFor,
 		Creates: *creates, Flips: *flips, Revocations: *revocations,
 	}
@@ -118,7 +117,7 @@ func measure(t *testing.T) Report {
 	r.Attack.LabelFlips = stopAttack()
 	r.Attack.FlipErrors = attackFlips.Load()
 
-	r.LoadAfter = loadavg()
+	r.LoadAfter = docsection.LoadAverage()
 	r.Took = time.Since(began)
 	return r
 }
@@ -470,17 +469,4 @@ func isReady(xb *v1alpha1.ExternalBackend) error {
 			xb.Generation, xb.Status.ObservedGeneration, c.ObservedGeneration)
 	}
 	return nil
-}
-
-// loadavg is the machine's load average, as /proc/loadavg gives it.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -142,7 +142,7 @@ func TestProbeScaleReport(t *testing.T) {
 	r := Report{
 		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(), CPUModel: cpuModel(),
 		Targets: targets, HTTPTargets: targets - hosts*tcpPorts, Hosts: hosts, Period: period, Timeout: timeout,
-		Window: *window, Concurrency: probe.DefaultConcurrency, LoadBefore: loadavg(),
+		Window: *window, Concurrency: probe.DefaultConcurrency, LoadBefore: docsection.LoadAverage(),
 	}
 
 	t.Logf("baseline: the servers alone for %s", *window)
@@ -167,7 +167,7 @@ func TestProbeScaleReport(t *testing.T) {
 			run.Prober.Lateness.Quantile(0.99))
 		r.Runs = append(r.Runs, run)
 	}
-	r.LoadAfter, r.Took = loadavg(), time.Since(began)
+	r.LoadAfter, r.Took = docsection.LoadAverage(), time.Since(began)
 
 	for _, run := range r.Runs {
 		p := run.Prober
@@ -440,19 +440,6 @@ func statusKB(status, field string) uint64 {
 		}
 	}
 	return 0
-}
-
-// loadavg is the machine's load average over 1, 5 and 15 minutes.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	var a, b5, c float64
-	if n, _ := fmt.Sscan(string(b), &a, &b5, &c); n != 3 {
-		return "unknown"
-	}
-	return fmt.Sprintf("%.2f, %.2f, %.2f", a, b5, c)
 }
 
 // cpuModel is the first model name of /proc/cpuinfo.
