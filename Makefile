@@ -233,10 +233,13 @@ bench-probes: $(TEST_PREREQS) ## Probe 10,000 endpoints at a 10 s period on one 
 PREVIOUS_RELEASE ?= fcb9b8b
 UPGRADES ?= 4
 UPGRADE_BACKENDS ?= 200
+# BASELINE=<commit> runs each upgrade a second time to that commit's
+# controller, side by side in the report (the behaviour before a change).
+BASELINE ?=
 
 .PHONY: bench-upgrade
 bench-upgrade: $(TEST_PREREQS) ## Upgrade two replicas from PREVIOUS_RELEASE (0.2.0) to this checkout as the chart's rolling update does, UPGRADES times, while a health check flips and a client connects through kube-proxy: rewrites the upgrade section of docs/benchmarks.md.
-	$(ENVTEST_ENV) $(GO) test ./test/e2e/upgrade -run '^TestRollingUpgrade$$' -count=1 -v -timeout 30m -args -previous=$(PREVIOUS_RELEASE) -upgrades=$(UPGRADES) -backends=$(UPGRADE_BACKENDS) -report=$(CURDIR)/docs/benchmarks.md
+	$(ENVTEST_ENV) $(GO) test ./test/e2e/upgrade -run '^TestRollingUpgrade$$' -count=1 -v -timeout 30m -args -previous=$(PREVIOUS_RELEASE) -upgrades=$(UPGRADES) -backends=$(UPGRADE_BACKENDS) -baseline=$(BASELINE) -report=$(CURDIR)/docs/benchmarks.md
 
 ##@ Helm chart (Helm Go SDK, pinned in go.mod)
 

@@ -43,6 +43,7 @@ import (
 // Flags of the long form; the defaults are the short form `make test` runs.
 var (
 	previous        = flag.String("previous", "", "git revision (commit or tag) whose controller runs before the upgrade to this checkout's; empty: this checkout's too (a rolling restart)")
+	baseline        = flag.String("baseline", "", "git revision whose controller each upgrade also goes to, right after the one to this checkout's: the two compared in one run (the behaviour before a change)")
 	upgrades        = flag.Int("upgrades", 1, "rolling upgrades, stopping the old leader first and then an old standby first, in turn")
 	upgradeBackends = flag.Int("backends", 20, "static ExternalBackends besides the flipped one and the DNS one")
 	flipPeriod      = flag.Duration("flip-period", time.Second, "how often a Consul check flips")

@@ -55,9 +55,13 @@ type upgradeResult struct {
 	// those that only published a flip; extra describes each other one.
 	writes, flipWrites int
 	extra              []string
-	// Status writes of the flipped backend, and of every other one.
+	// Status writes of the flipped backend, and of every other one, and
+	// when the last of those was, from start.
 	statusFlip, statusOther int
 	otherStatus             []string
+	lastOtherStatus         time.Duration
+	// baseline is set for an upgrade to the -baseline's controller.
+	baseline bool
 	// broken describes each moment a Service lacked an endpoint, held one
 	// twice, or published a steady one not ready.
 	broken []string
@@ -173,6 +177,7 @@ func (res *upgradeResult) count(e event, flipService string, flipAddrs map[strin
 		default:
 			res.statusOther++
 			res.otherStatus = append(res.otherStatus, fmt.Sprintf("%s: %s", n.Name, statusDiff(o, n)))
+			res.lastOtherStatus = e.at.Sub(res.start)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/test/replica"
 )
 
@@ -94,6 +95,32 @@ func TestUpgradeAnalysis(t *testing.T) {
 			contains(t, "unpublished flips", res.unpublished, c.lost)
 		})
 	}
+}
+
+// TestStatusWrites checks how status writes are counted: the flipped
+// backend's apart, each other one's said with what it changed, and the
+// last of those timed from the upgrade's start.
+func TestStatusWrites(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	backend := func(name, ready string) *v1alpha1.ExternalBackend {
+		return &v1alpha1.ExternalBackend{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1alpha1.ExternalBackendStatus{ReadyEndpoints: ready}}
+	}
+	write := func(ms int, name, was, now string) event {
+		return event{at: t0.Add(time.Duration(ms) * time.Millisecond), kind: kindBackend, verb: verbUpdate, old: backend(name, was), obj: backend(name, now)}
+	}
+	events := []event{
+		write(500, "a", "", "1/1"), // before the upgrade: not counted
+		write(1200, "flip", "1/2", "2/2"),
+		write(2500, "a", "", "1/1"),
+		write(4000, "b", "", "2/2"),
+		{at: t0.Add(4500 * time.Millisecond), kind: kindBackend, verb: verbAdd, obj: backend("c", "")}, // the test's own create
+	}
+	u := upgradeRun{start: t0.Add(time.Second), end: t0.Add(5 * time.Second)}
+	res := u.analyse(events, flipped{name: "flip"})
+	if res.statusFlip != 1 || res.statusOther != 2 || res.lastOtherStatus != 3*time.Second {
+		t.Errorf("status writes: %d of the flipped backend, %d others, the last at +%s; want 1, 2, +3s", res.statusFlip, res.statusOther, res.lastOtherStatus)
+	}
+	contains(t, "other status writes", res.otherStatus, []string{`a: readyEndpoints "" to "1/1"`, `b: readyEndpoints "" to "2/2"`})
 }
 
 // TestLeaseMoves checks how a handover is read from the Lease's events:

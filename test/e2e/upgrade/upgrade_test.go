@@ -53,8 +53,9 @@ const (
 	standbyFirst = "old standby stopped first"
 )
 
-// build is a controller binary and what it was built from, for the report.
-type build struct{ path, built string }
+// build is a controller binary and what it was built from, for the
+// report; commit is set for one built from a git revision.
+type build struct{ path, built, commit string }
 
 // TestRollingUpgrade upgrades two replicas of the controller as the chart's
 // rolling update does (maxSurge 1, maxUnavailable 0): a new replica starts
@@ -71,17 +72,34 @@ type build struct{ path, built string }
 // reaches the slices, that no connection fails, and that each stopped
 // leader released its lease; the times go to the log and (with -report)
 // to the upgrade section of docs/benchmarks.md.
+//
+// With -baseline, each upgrade runs a second time right after, to the
+// baseline's controller instead of this checkout's: the same upgrades on
+// the same machine at nearly the same time, side by side in the report.
 func TestRollingUpgrade(t *testing.T) {
 	requireSetUp(t)
+	load := docsection.LoadAverage()
 	prev := previousBinary(t)
+	targets := []build{{path: env.bin, built: env.built}}
+	if *baseline != "" {
+		targets = append(targets, revisionBinary(t, *baseline, "baseline"))
+	}
 	var results []upgradeResult
 	for i := range *upgrades {
 		order := []string{leaderFirst, standbyFirst}[i%2]
-		t.Run(fmt.Sprintf("%d %s", i+1, order), func(t *testing.T) {
-			results = append(results, upgradeOnce(t, i, prev, order))
-		})
+		for k, next := range targets {
+			name := fmt.Sprintf("%d %s", i+1, order)
+			if k > 0 {
+				name += " baseline"
+			}
+			t.Run(name, func(t *testing.T) {
+				res := upgradeOnce(t, i*len(targets)+k, prev, next, order)
+				res.baseline = k > 0
+				results = append(results, res)
+			})
+		}
 	}
-	md := upgradeMarkdown(prev, results)
+	md := upgradeMarkdown(prev, targets, results, load, docsection.LoadAverage())
 	t.Logf("rolling upgrades:\n%s", md)
 	if *report != "" && !t.Failed() {
 		if err := docsection.Replace(*report, "upgrade", md); err != nil {
@@ -97,6 +115,15 @@ func previousBinary(t *testing.T) build {
 	if *previous == "" {
 		return build{path: env.bin, built: "this checkout's binary (a rolling restart: no -previous)"}
 	}
+	b := revisionBinary(t, *previous, "previous")
+	b.built = fmt.Sprintf("the controller of %s (its chart's appVersion), built from commit %s", b.built, b.commit)
+	return b
+}
+
+// revisionBinary builds the controller of git revision rev from its git
+// tree; built says the release its chart names.
+func revisionBinary(t *testing.T, rev, what string) build {
+	t.Helper()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +137,7 @@ func previousBinary(t *testing.T) build {
 		}
 		return out
 	}
-	commit := strings.TrimSpace(string(git("rev-parse", "--short", *previous+"^{commit}")))
+	commit := strings.TrimSpace(string(git("rev-parse", "--short", rev+"^{commit}")))
 	src := t.TempDir()
 	archive := exec.Command("sh", "-c", `git archive "$1" | tar -x -C "$2"`, "sh", commit, src)
 	archive.Dir = root
@@ -122,15 +149,15 @@ func previousBinary(t *testing.T) build {
 	if _, err := os.Stat(filepath.Join(src, "cmd", "backendslice")); err == nil {
 		pkg = "./cmd/backendslice"
 	}
-	out := filepath.Join(t.TempDir(), "backendslice-previous")
+	out := filepath.Join(t.TempDir(), "backendslice-"+what)
 	start := time.Now()
 	compile := exec.Command("go", "build", "-o", out, pkg)
 	compile.Dir = src
 	if b, err := compile.CombinedOutput(); err != nil {
 		t.Fatalf("building %s of commit %s: %v\n%s", pkg, commit, err, b)
 	}
-	t.Logf("built the controller of %s (commit %s) in %s", *previous, commit, time.Since(start).Round(100*time.Millisecond))
-	return build{path: out, built: fmt.Sprintf("the controller of %s (its chart's appVersion), built from commit %s", appVersion(t, src), commit)}
+	t.Logf("built the controller of %s (commit %s) in %s", rev, commit, time.Since(start).Round(100*time.Millisecond))
+	return build{path: out, built: appVersion(t, src), commit: commit}
 }
 
 // appVersion is the appVersion of the chart in the source tree src: the
@@ -150,8 +177,9 @@ func appVersion(t *testing.T, src string) string {
 	return ""
 }
 
-// upgradeOnce runs one rolling upgrade in a namespace of its own.
-func upgradeOnce(t *testing.T, round int, prev build, order string) upgradeResult {
+// upgradeOnce runs one rolling upgrade from prev to next in a namespace of
+// its own.
+func upgradeOnce(t *testing.T, round int, prev, next build, order string) upgradeResult {
 	ns := namespace(t)
 	p := fmt.Sprintf("u%d", round)
 	var hostAddrs []string
@@ -192,13 +220,14 @@ func upgradeOnce(t *testing.T, round int, prev build, order string) upgradeResul
 	stopFlips := flip.FlipEvery(*flipPeriod, 1)
 	time.Sleep(flipsBefore)
 	u := upgradeRun{order: order, start: time.Now(), expected: expected}
-	u.steps = rollOut(t, ns, old, order, append(flags, chartLeaseFlags()...))
+	u.steps = rollOut(t, ns, old, next, order, append(flags, chartLeaseFlags()...))
 	time.Sleep(flipsAfter)
 	u.end = time.Now()
 	if err := stopFlips(); err != nil {
 		t.Error(err)
 	}
 	converge(t, ns, expected, flip)
+	caughtUp(t, ns)
 	// The watch sees the last writes a moment after the check read them.
 	time.Sleep(time.Second)
 	res := u.analyse(rec.seen(), flipped{name: flip.Name, addrs: flip.Addrs, flips: flip.Recorded()})
@@ -330,6 +359,31 @@ func converge(t *testing.T, ns string, expected map[string]map[string]bool, f *r
 	})
 }
 
+// caughtUp waits until every backend's status shows what this version
+// writes: readyEndpoints, which the previous release did not write, is
+// its endpoints' ready and total counts. A new leader may write it after
+// the flips (it waits behind every change), and the report counts those
+// writes too.
+func caughtUp(t *testing.T, ns string) {
+	t.Helper()
+	framework.Eventually(t, convergeTimeout, "the statuses of "+ns+" caught up", func() error {
+		var list v1alpha1.ExternalBackendList
+		if err := framework.E().Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		behind := 0
+		for _, xb := range list.Items {
+			if xb.Status.ReadyEndpoints != fmt.Sprintf("%d/%d", xb.Status.Endpoints.Ready, xb.Status.Endpoints.Total) {
+				behind++
+			}
+		}
+		if behind > 0 {
+			return fmt.Errorf("%d of %d backends show no readyEndpoints of their counts", behind, len(list.Items))
+		}
+		return nil
+	})
+}
+
 // chartLeaseFlags are the lease flags the chart passes with its defaults.
 func chartLeaseFlags() []string {
 	return []string{
@@ -348,12 +402,12 @@ type step struct {
 	signal bool
 }
 
-// rollOut replaces the old replicas (old[0] leads) by two new ones, as a
+// rollOut replaces the old replicas (old[0] leads) by two of next, as a
 // Deployment's rolling update with maxSurge 1 and maxUnavailable 0 does:
 // start a new replica, wait until it is Ready (while standing by), stop
 // an old one (SIGTERM, waiting for it to exit), and again. order says
 // which old replica goes first.
-func rollOut(t *testing.T, ns string, old []*replica.Replica, order string, flags []string) []step {
+func rollOut(t *testing.T, ns string, old []*replica.Replica, next build, order string, flags []string) []step {
 	t.Helper()
 	victims := []*replica.Replica{old[0], old[1]}
 	if order == standbyFirst {
@@ -363,6 +417,7 @@ func rollOut(t *testing.T, ns string, old []*replica.Replica, order string, flag
 	var fresh []*replica.Replica
 	for k, victim := range victims {
 		n := newReplica(t, fmt.Sprintf("new-%d", k+1), flags...)
+		n.Bin = next.path
 		steps = append(steps, step{at: time.Now(), what: "start " + n.Name})
 		n.Start()
 		fresh = append(fresh, n)
