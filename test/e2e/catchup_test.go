@@ -28,7 +28,7 @@ import (
 // the controller every test shares.
 func TestCatchUpWaitsBehindChanges(t *testing.T) {
 	ns := newNamespace(t)
-	const n = 30
+	const n = 20
 	var xbs []*v1alpha1.ExternalBackend
 	for i := range n {
 		xb := staticBackend(ns, fmt.Sprintf("b%02d", i), fmt.Sprintf("192.0.2.%d", 10+i))
@@ -65,7 +65,7 @@ func TestCatchUpWaitsBehindChanges(t *testing.T) {
 			return nil
 		})
 	}
-	waitAddresses(t, ns, drifted.Name, "192.0.2.25")
+	waitAddresses(t, ns, drifted.Name, fmt.Sprintf("192.0.2.%d", 10+n/2))
 	// Long enough for a second write of any status to show.
 	time.Sleep(2 * time.Second)
 	events, err := rec.stop()
