@@ -144,7 +144,7 @@ func recordWrites(t *testing.T, ns string) *writeLog {
 		if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
-		rv := list.(interface{ GetResourceVersion() string }).GetResourceVersion()
+		rv := list.GetResourceVersion()
 		w, err := watcher.Watch(ctx, list, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
 		if err != nil {
 			t.Fatal(err)
