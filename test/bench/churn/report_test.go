@@ -33,7 +33,9 @@ func TestUpstreamOverRepetitions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			row := Row{Sequence: "s"}
 			for i, n := range tt.ours {
-				row.Runs = append(row.Runs, Run{Ours: updates(n), Upstream: upstream[i]})
+				// Without churn-aware placement, the same writes: this
+				// test is of the comparison with upstream.
+				row.Runs = append(row.Runs, Run{Ours: updates(n), Blind: updates(n), Upstream: upstream[i]})
 			}
 			if u := row.Upstream(); u.Mean.Writes != 12 || u.Mean.Updates != 12 || u.Worst != 14 {
 				t.Errorf("upstream: got mean %v, worst %d; want 12 updates, worst 14", u.Mean, u.Worst)
@@ -50,6 +52,41 @@ func TestUpstreamOverRepetitions(t *testing.T) {
 				t.Errorf("Worse: got %q, want nothing", worse)
 			case tt.want != "" && (len(worse) != 1 || !strings.Contains(worse[0], tt.want)):
 				t.Errorf("Worse: got %q, want one sentence with %q", worse, tt.want)
+			}
+		})
+	}
+}
+
+func TestChurnAwareOverToday(t *testing.T) {
+	// Upstream writes more than both, so that only the comparison of ours
+	// with today's planner (Blind) can list the row.
+	many := []Counts{updates(50)}
+	tests := []struct {
+		name        string
+		ours, blind []int
+		want        []string
+	}{
+		{name: "fewer on every seed", ours: []int{3, 4}, blind: []int{10, 10}},
+		{name: "equal", ours: []int{10, 10}, blind: []int{10, 10}},
+		{name: "more on one seed, fewer on the mean", ours: []int{11, 2}, blind: []int{10, 10},
+			want: []string{"churn-aware placement writes 11, without it 10, on a seed"}},
+		{name: "more on the mean", ours: []int{11, 11}, blind: []int{10, 10},
+			want: []string{"writes 11, without it 10", "writes 11, without it 10", "ours 11.0 writes, without churn-aware placement 10.0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			row := Row{Sequence: "s"}
+			for i := range tt.ours {
+				row.Runs = append(row.Runs, Run{Ours: updates(tt.ours[i]), Blind: updates(tt.blind[i]), Upstream: many})
+			}
+			worse := Worse([]Row{row})
+			if len(worse) != len(tt.want) {
+				t.Fatalf("Worse: got %q, want %d sentences with %q", worse, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(worse[i], w) {
+					t.Errorf("Worse[%d]: got %q, want it to contain %q", i, worse[i], w)
+				}
 			}
 		})
 	}
