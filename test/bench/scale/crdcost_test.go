@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +21,37 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/backendslice/backendslice/config/crd"
+	"github.com/backendslice/backendslice/test/controlplane"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
 // crdBefore is an ExternalBackend CRD to compare the current one with
 // (TestCRDRulesCost), for example one from another commit:
 // git show main:config/crd/bases/backendslice.io_externalbackends.yaml.
-var crdBefore = flag.String("crdbefore", "", "TestCRDRulesCost: the ExternalBackend CRD to compare the current one with")
+// Without it the test compares with the CRD of rulesBefore.
+var crdBefore = flag.String("crdbefore", "", "TestCRDRulesCost: the ExternalBackend CRD to compare the current one with (default: the CRD before the per-endpoint rules were made cheaper, from git)")
+
+// rulesBefore is the commit before the per-endpoint CEL rules were made
+// cheaper: the CRD TestCRDRulesCost compares with when not given one.
+const rulesBefore = "0a46f1422a9dea3f59658a5d544f0ed5d718dec8"
+
+// crdToCompare reads -crdbefore, or the CRD of rulesBefore from git.
+func crdToCompare() ([]byte, error) {
+	if *crdBefore != "" {
+		return os.ReadFile(*crdBefore)
+	}
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("git", "show", rulesBefore+":config/crd/bases/backendslice.io_externalbackends.yaml")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("reading the CRD of %s from git (a shallow clone lacks it: pass -crdbefore=FILE): %w", rulesBefore, err)
+	}
+	return out, nil
+}
 
 // crdRounds is how many rounds of 3 status patches TestCRDRulesCost makes
 // of each CRD's backend.
@@ -38,15 +63,11 @@ var crdRounds = flag.Int("crdrounds", 5, "TestCRDRulesCost: rounds of 3 status p
 // of 10,000 endpoints under each, then patches their status in alternating
 // rounds while no controller runs, and logs the API server's CPU per
 // create and per patch. Run it alone:
-// go test -tags bench -run TestCRDRulesCost ./test/bench/scale -args -crdbefore=FILE.
+// go test -tags bench -run TestCRDRulesCost ./test/bench/scale [-args -crdbefore=FILE].
 func TestCRDRulesCost(t *testing.T) {
-	if *crdBefore == "" {
-		t.Skip("no -crdbefore to compare with")
-	}
-	oldPath := *crdBefore
 	ctx := context.Background()
 	c := framework.E().Client
-	old, err := os.ReadFile(oldPath)
+	old, err := crdToCompare()
 	if err != nil {
 		t.Fatal(err)
 	}
