@@ -1,6 +1,7 @@
 package chaos_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -137,8 +138,12 @@ func handOver(t *testing.T, ns string, stop leaderStop, leader, standby *replica
 	// lease returns, so the lease can be seen moved a moment before the
 	// standby's metric says so.
 	framework.Eventually(t, 5*time.Second, fmt.Sprintf("%s saying it leads, once the lease moved to it", standby.Name), func() error {
-		if m, err := standby.Scrape(); err != nil || !m.Leader() {
-			return fmt.Errorf("leader_election_master_status is not 1 (scrape error %v)", err)
+		m, err := standby.Scrape()
+		if err != nil {
+			return err
+		}
+		if !m.Leader() {
+			return errors.New("leader_election_master_status is not 1")
 		}
 		return nil
 	})
