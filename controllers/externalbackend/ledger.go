@@ -129,9 +129,11 @@ func (s *backendStates) watchSliceDeletes() predicate.Predicate {
 	}}
 }
 
-// sliceRemoved takes a slice's delete event (see sliceLedger.removed).
+// sliceRemoved takes a slice's delete event (see sliceLedger.removed), and
+// forgets the slice's content.
 func (s *backendStates) sliceRemoved(o client.Object) {
 	if key, ok := backendKey(o); ok {
 		s.lookup(key, func(b *backendState) { b.ledger.removed(o) })
 	}
+	s.forgetContent(o)
 }

@@ -41,14 +41,14 @@ func (r *Reconciler) observe(ctx context.Context, xb *v1alpha1.ExternalBackend) 
 	case !apierrors.IsNotFound(err):
 		return seen, readFailed("reading Service "+name, err)
 	}
-	var list discoveryv1.EndpointSliceList
-	if err := r.List(ctx, &list, client.InNamespace(xb.Namespace), client.MatchingFields{BackendIndex: xb.Name}); err != nil {
+	list := sliceMetaList()
+	if err := r.List(ctx, list, client.InNamespace(xb.Namespace), client.MatchingFields{BackendIndex: xb.Name}); err != nil {
 		return seen, readFailed("listing EndpointSlices of Service "+name, err)
 	}
 	// Slices of the Service, and ours that lost its label (kube-proxy no
 	// longer reads them, but they are the Service's: relabelled by the
 	// plan rather than left until the Service goes).
-	of := slices.DeleteFunc(list.Items, func(s discoveryv1.EndpointSlice) bool {
+	metas := slices.DeleteFunc(list.Items, func(s metav1.PartialObjectMetadata) bool {
 		svc, labelled := s.Labels[discoveryv1.LabelServiceName]
 		if !labelled {
 			ref := metav1.GetControllerOf(&s)
@@ -56,6 +56,10 @@ func (r *Reconciler) observe(ctx context.Context, xb *v1alpha1.ExternalBackend) 
 		}
 		return svc != name
 	})
+	of, err := r.withContent(ctx, client.ObjectKeyFromObject(xb), metas)
+	if err != nil {
+		return seen, err
+	}
 	seen.slices, seen.taken = ownedBy(of, name, seen.service)
 	net, err := r.families.read(ctx)
 	if err != nil {

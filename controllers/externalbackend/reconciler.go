@@ -59,6 +59,9 @@ type Reconciler struct {
 	families clusterNetworks
 	// state holds what this process remembers of each backend.
 	state backendStates
+	// primed tells whether the content of every slice of ours was read
+	// past the cache since this process started (slicecontent.go).
+	primed primer
 	// shares bounds the reconciles of one namespace running at once.
 	shares *fairshare.Limiter
 	// recreations is the token bucket that all backends' Service

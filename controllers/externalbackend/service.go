@@ -336,8 +336,8 @@ func (r *Reconciler) removeOldServices(ctx context.Context, xb *v1alpha1.Externa
 		// Garbage collection would remove the slices too; deleting them
 		// first takes the old name out of service discovery at once. Only
 		// slices the old Service controls go, never another backend's.
-		var sl discoveryv1.EndpointSliceList
-		if err := r.List(ctx, &sl, client.InNamespace(xb.Namespace), client.MatchingLabels{
+		sl := sliceMetaList()
+		if err := r.List(ctx, sl, client.InNamespace(xb.Namespace), client.MatchingLabels{
 			discoveryv1.LabelServiceName: old.Name, v1alpha1.BackendLabel: xb.Name,
 		}); err != nil {
 			return readFailed("listing EndpointSlices of Service "+old.Name, err)
@@ -347,6 +347,7 @@ func (r *Reconciler) removeOldServices(ctx context.Context, xb *v1alpha1.Externa
 			if !metav1.IsControlledBy(s, old) {
 				continue
 			}
+			s.SetGroupVersionKind(sliceGVK)
 			if err := r.remove(ctx, s, kindEndpointSlice, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("deleting EndpointSlice %s of Service %s: %w", s.Name, old.Name, err)
 			}

@@ -89,7 +89,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// A label selector on a cache list is matched against every object of
 	// the namespace: with thousands of backends in one namespace, each
 	// reconcile's reads would cost as much as the namespace is big.
-	for _, o := range []client.Object{&corev1.Service{}, &discoveryv1.EndpointSlice{}} {
+	for _, o := range []client.Object{&corev1.Service{}, sliceMeta()} {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), o, BackendIndex, backendOf); err != nil {
 			return fmt.Errorf("indexing %T by backend: %w", o, err)
 		}
@@ -115,7 +115,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Service{}, byBackendLabel, builder.WithPredicates(r.state.notEchoes(kindService))).
 		// The ledger sees every delete, ours included, before the echoes
 		// of our own writes are dropped.
-		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.WithPredicates(r.state.watchSliceDeletes(), r.state.notEchoes(kindEndpointSlice))).
+		// Slices as metadata only: see slicecontent.go.
+		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.OnlyMetadata,
+			builder.WithPredicates(r.state.watchSliceDeletes(), r.state.notEchoes(kindEndpointSlice))).
 		Named("externalbackend").
 		WithOptions(controller.Options{RateLimiter: retryLimiter(), MaxConcurrentReconciles: r.Workers,
 			LogConstructor: backendLogger(mgr.GetLogger())})

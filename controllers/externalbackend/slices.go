@@ -151,6 +151,9 @@ func (r *Reconciler) liveSlices(ctx context.Context, svc *corev1.Service) ([]dis
 		return nil, nil, readFailed("listing EndpointSlices of Service "+svc.Name, err)
 	}
 	ours, taken := ownedBy(live.Items, svc.Name, svc)
+	for i := range ours {
+		r.state.keepContent(&ours[i])
+	}
 	return ours, taken, nil
 }
 
@@ -200,7 +203,7 @@ func (r *Reconciler) createSlice(ctx context.Context, s *discoveryv1.EndpointSli
 		return nil
 	}
 	s.ResourceVersion = live.ResourceVersion
-	s.UID = live.UID
+	s.UID, s.Generation = live.UID, live.Generation
 	if err := r.update(ctx, s, kindEndpointSlice); err != nil {
 		return fmt.Errorf("updating EndpointSlice %s the cache had not shown yet: %w", s.Name, err)
 	}

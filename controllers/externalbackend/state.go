@@ -32,6 +32,9 @@ type backendState struct {
 	status *statusSeen
 	// ledger holds our slice writes the cache has not shown yet.
 	ledger sliceLedger
+	// contents holds, by slice name, what the metadata-only cache does not
+	// show of the backend's slices (slicecontent.go).
+	contents map[string]sliceContent
 	// echoes are our last writes of the backend's Service and slices,
 	// until their watch events come (see writing).
 	echoes map[writtenObject]lastWrite

@@ -4,14 +4,15 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/internal/sliceplan"
 )
 
 // Kinds we write, as backendslice_writes_total labels them.
@@ -21,24 +22,20 @@ const (
 )
 
 // echoOf tells, for each kind we write, whether an object as a watch
-// shows it (seen) says what we wrote: the comparison that decides what a
-// change is for that kind.
-var echoOf = map[string]func(seen client.Object, wrote runtime.Object) bool{
-	kindService: sameAs(func(seen, wrote *corev1.Service) bool {
-		_, changed := mergeService(seen, wrote)
+// shows it (seen) says what our last write of it left: the comparison that
+// decides what a change is for that kind. Services are watched whole;
+// slices as metadata only (slicecontent.go).
+var echoOf = map[string]func(seen client.Object, last lastWrite) bool{
+	kindService: func(seen client.Object, last lastWrite) bool {
+		s, okSeen := seen.(*corev1.Service)
+		w, okWrote := last.obj.(*corev1.Service)
+		if !okSeen || !okWrote {
+			return false
+		}
+		_, changed := mergeService(s, w)
 		return !changed
-	}),
-	kindEndpointSlice: sameAs(sliceplan.Same),
-}
-
-// sameAs applies same to two objects of its kind; objects of another kind
-// say nothing of each other.
-func sameAs[T client.Object](same func(seen, wrote T) bool) func(client.Object, runtime.Object) bool {
-	return func(seen client.Object, wrote runtime.Object) bool {
-		s, okSeen := seen.(T)
-		w, okWrote := wrote.(T)
-		return okSeen && okWrote && same(s, w)
-	}
+	},
+	kindEndpointSlice: sliceEcho,
 }
 
 // create, update and remove make every write of a Service or slice: each
@@ -80,11 +77,22 @@ func (r *Reconciler) remove(ctx context.Context, o client.Object, kind string, o
 	return nil
 }
 
-// succeeded counts a write that succeeded and gives the ledger our slice writes.
+// succeeded counts a write that succeeded and gives the ledger our slice
+// writes, and what this process keeps of our slices their new content.
 func (r *Reconciler) succeeded(o client.Object, kind, verb string) {
 	r.Metrics.write(kind, verb)
-	if kind == kindEndpointSlice {
-		r.state.sliceWritten(o, verb == "delete")
+	if kind != kindEndpointSlice {
+		return
+	}
+	deleted := verb == "delete"
+	r.state.sliceWritten(o, deleted)
+	if deleted {
+		r.state.forgetContent(o)
+		return
+	}
+	r.state.returned(o, kind)
+	if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+		r.state.keepContent(s)
 	}
 }
 
@@ -100,9 +108,14 @@ type writtenObject struct {
 }
 
 // lastWrite is the object as we last wrote it, or that we deleted it.
+// Once the write returned, returned is set with the UID and generation it
+// gave the object.
 type lastWrite struct {
-	obj     runtime.Object
-	deleted bool
+	obj        runtime.Object
+	deleted    bool
+	returned   bool
+	uid        types.UID
+	generation int64
 }
 
 // writing records a write of o about to be sent (a create or update, or a
@@ -133,6 +146,23 @@ func (s *backendStates) writing(o client.Object, kind string, deleting bool) {
 	})
 }
 
+// returned records the UID and generation a create or update of o gave
+// it, in the entry writing made, unless its event has already ended that
+// entry.
+func (s *backendStates) returned(o client.Object, kind string) {
+	key, ok := backendKey(o)
+	if !ok {
+		return
+	}
+	id := writtenObject{kind, o.GetName()}
+	s.lookup(key, func(b *backendState) {
+		if last, ok := b.echoes[id]; ok && !last.deleted {
+			last.returned, last.uid, last.generation = true, o.GetUID(), o.GetGeneration()
+			b.echoes[id] = last
+		}
+	})
+}
+
 // echo tells whether an event shows what our last write of o left. A
 // delete event ends the object's entry either way.
 func (s *backendStates) echo(o client.Object, kind string, deleted bool) bool {
@@ -152,8 +182,8 @@ func (s *backendStates) echo(o client.Object, kind string, deleted bool) bool {
 	if deleted {
 		return found && last.deleted
 	}
-	// Compared outside the lock: a slice can hold a thousand endpoints.
-	if !found || last.deleted || !echoOf[kind](o, last.obj) {
+	// Compared outside the lock.
+	if !found || last.deleted || !echoOf[kind](o, last) {
 		return false
 	}
 	// The write's own event has come: a later event is someone else's

@@ -1,0 +1,234 @@
+package externalbackend
+
+import (
+	"context"
+	"sync"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+)
+
+// Our slices are watched as metadata only (PartialObjectMetadata): the API
+// server then sends this process a few hundred bytes per slice write instead
+// of the whole slice, every endpoint of it, for each write we make. What the
+// metadata does not show (address type, endpoints, ports) is what we wrote:
+// this process keeps it per slice, for the generation the write gave the
+// slice, and reads a slice past the cache only when it does not know the
+// content of the generation the cache shows (after a restart, or when
+// someone else changed the slice). The API server bumps a slice's generation
+// on every change but one to its metadata other than labels, so a slice
+// whose cached generation is the one we keep the content of holds what we
+// keep; its labels, annotations and owners come from the cache.
+
+// sliceGVK is the kind the metadata-only cache is asked for.
+var sliceGVK = discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice")
+
+// sliceMeta is an empty metadata-only EndpointSlice, of the kind the cache
+// and the watch take.
+func sliceMeta() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(sliceGVK)
+	return m
+}
+
+// sliceMetaList is an empty list of metadata-only EndpointSlices.
+func sliceMetaList() *metav1.PartialObjectMetadataList {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(discoveryv1.SchemeGroupVersion.WithKind("EndpointSliceList"))
+	return l
+}
+
+// sliceContent is what the metadata of one of our slices does not show, as
+// the slice held it at one generation.
+type sliceContent struct {
+	uid         types.UID
+	generation  int64
+	addressType discoveryv1.AddressType
+	endpoints   []discoveryv1.Endpoint
+	ports       []discoveryv1.EndpointPort
+}
+
+// contentOf copies what s's metadata does not show.
+func contentOf(s *discoveryv1.EndpointSlice) sliceContent {
+	c := s.DeepCopy()
+	return sliceContent{uid: s.UID, generation: s.Generation, addressType: c.AddressType, endpoints: c.Endpoints, ports: c.Ports}
+}
+
+// of tells whether the content is that of the slice m is the metadata of.
+func (c sliceContent) of(m *metav1.PartialObjectMetadata) bool {
+	return c.uid == m.UID && c.generation == m.Generation
+}
+
+// slice is the whole slice: m's metadata with a copy of the content.
+func (c sliceContent) slice(m *metav1.PartialObjectMetadata) discoveryv1.EndpointSlice {
+	s := discoveryv1.EndpointSlice{ObjectMeta: *m.ObjectMeta.DeepCopy(), AddressType: c.addressType}
+	held := discoveryv1.EndpointSlice{Endpoints: c.endpoints, Ports: c.ports}
+	held = *held.DeepCopy()
+	s.Endpoints, s.Ports = held.Endpoints, held.Ports
+	return s
+}
+
+// keepContent records the content of slices as they are now (written by us,
+// or read past the cache), in the record of the backend their label names.
+func (s *backendStates) keepContent(slices ...*discoveryv1.EndpointSlice) {
+	for _, sl := range slices {
+		key, ok := backendKey(sl)
+		if !ok {
+			continue
+		}
+		c := contentOf(sl)
+		s.update(key, func(b *backendState) {
+			if b.contents == nil {
+				b.contents = map[string]sliceContent{}
+			}
+			b.contents[sl.Name] = c
+		})
+	}
+}
+
+// forgetContent drops what is kept of a slice that is gone: o is the slice
+// as deleted (by us or by anyone).
+func (s *backendStates) forgetContent(o client.Object) {
+	if key, ok := backendKey(o); ok {
+		s.lookup(key, func(b *backendState) {
+			if c, ok := b.contents[o.GetName()]; ok && c.uid == o.GetUID() {
+				delete(b.contents, o.GetName())
+			}
+		})
+	}
+}
+
+// withContent gives the whole slices of backend key whose metadata the
+// cache shows, taking their content from what this process keeps, and
+// reading past the cache (one list of the backend's slices) those whose
+// content at the cached generation it does not know. A slice the live list
+// shows newer than the cache is taken as listed; one the live list no
+// longer has is left out (it is gone).
+func (r *Reconciler) withContent(ctx context.Context, key types.NamespacedName, metas []metav1.PartialObjectMetadata) ([]discoveryv1.EndpointSlice, error) {
+	// Asked before the content is looked at: priming may end in between.
+	primed := r.primed.ran()
+	out := make([]discoveryv1.EndpointSlice, 0, len(metas))
+	var missing []int
+	// A backend this process keeps no record of (none yet) misses them all.
+	r.state.update(key, func(b *backendState) {
+		for i := range metas {
+			if c, ok := b.contents[metas[i].Name]; ok && c.of(&metas[i]) {
+				out = append(out, c.slice(&metas[i]))
+			} else {
+				missing = append(missing, i)
+			}
+		}
+	})
+	if len(missing) == 0 {
+		return out, nil
+	}
+	if !primed && r.primed.run(ctx, r.primeContents) {
+		// The first looks after a start: the content of every slice of
+		// ours is read at once (or was, while this one waited) rather
+		// than in a list per backend.
+		return r.withContent(ctx, key, metas)
+	}
+	var live discoveryv1.EndpointSliceList
+	if err := r.APIReader.List(ctx, &live, client.InNamespace(key.Namespace), client.MatchingLabels{v1alpha1.BackendLabel: key.Name}); err != nil {
+		return nil, readFailed("reading the EndpointSlices of this backend past the cache", err)
+	}
+	byUID := make(map[types.UID]*discoveryv1.EndpointSlice, len(live.Items))
+	for i := range live.Items {
+		byUID[live.Items[i].UID] = &live.Items[i]
+	}
+	for _, i := range missing {
+		if l, ok := byUID[metas[i].UID]; ok {
+			r.state.keepContent(l)
+			out = append(out, *l)
+		}
+	}
+	return out, nil
+}
+
+// sliceEcho tells whether seen, a slice's metadata as a watch shows it, is
+// what our last write of it (last) left. The labels, annotations and owners
+// must be ours; the generation, which the API server bumps on any other
+// change, must be the one our write gave it. Before the write returns, that
+// generation is not known yet: an update made with the resourceVersion it
+// read leaves the slice at that generation or the next (the next when it
+// changed anything but annotations or owners), a create at 1.
+func sliceEcho(seen client.Object, last lastWrite) bool {
+	wrote, ok := last.obj.(*discoveryv1.EndpointSlice)
+	if !ok || !equality.Semantic.DeepEqual(seen.GetLabels(), wrote.Labels) ||
+		!equality.Semantic.DeepEqual(seen.GetAnnotations(), wrote.Annotations) ||
+		!equality.Semantic.DeepEqual(seen.GetOwnerReferences(), wrote.OwnerReferences) {
+		return false
+	}
+	switch g := seen.GetGeneration(); {
+	case last.returned:
+		return seen.GetUID() == last.uid && g == last.generation
+	case wrote.UID == "":
+		return g == 1
+	default:
+		return seen.GetUID() == wrote.UID && (g == wrote.Generation || g == wrote.Generation+1)
+	}
+}
+
+// primer runs a function until it has succeeded once.
+type primer struct {
+	mu   sync.Mutex
+	done bool
+}
+
+// ran tells whether the function has succeeded.
+func (p *primer) ran() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+// run runs prime unless it has succeeded before, and tells whether it has
+// succeeded now. Callers wait for one that is running.
+func (p *primer) run(ctx context.Context, prime func(context.Context) error) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.done {
+		p.done = prime(ctx) == nil
+	}
+	return p.done
+}
+
+// primeListPage is how many slices one page of primeContents lists.
+const primeListPage = 500
+
+// primeContents reads every slice of ours past the cache, a page at a time,
+// and keeps the content of each: after a start, what the metadata-only cache
+// does not show is read in one paginated list, as a full cache would have,
+// rather than in one list per backend.
+// Only the slices of backends the cache shows are kept: a record made for
+// a backend already gone would never be released.
+func (r *Reconciler) primeContents(ctx context.Context) error {
+	var backends v1alpha1.ExternalBackendList
+	if err := r.List(ctx, &backends, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	exists := make(map[types.NamespacedName]bool, len(backends.Items))
+	for i := range backends.Items {
+		exists[client.ObjectKeyFromObject(&backends.Items[i])] = true
+	}
+	opts := []client.ListOption{client.HasLabels{v1alpha1.BackendLabel}, client.Limit(primeListPage)}
+	for cont := ""; ; {
+		var page discoveryv1.EndpointSliceList
+		if err := r.APIReader.List(ctx, &page, append(opts, client.Continue(cont))...); err != nil {
+			return err
+		}
+		for i := range page.Items {
+			if key, ok := backendKey(&page.Items[i]); ok && exists[key] {
+				r.state.keepContent(&page.Items[i])
+			}
+		}
+		if cont = page.Continue; cont == "" {
+			return nil
+		}
+	}
+}
