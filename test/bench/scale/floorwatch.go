@@ -39,12 +39,16 @@ type floorWatched struct {
 
 // floorWatchVariants: the controller's watches of ExternalBackends,
 // Services and slices (its cache options: our label, the transforms) as
-// they are, and with Services and slices watched as metadata only.
+// they are (slices as metadata only), as they were before (slices whole),
+// and with Services as metadata only too.
 var floorWatchVariants = []floorWatchVariant{
-	{name: "watched", description: "the controller's watches", watch: func(ctx context.Context, t *testing.T) func() {
+	{name: "whole", description: "Services and slices watched whole (the controller's watches before slices were metadata only)", watch: func(ctx context.Context, t *testing.T) func() {
 		return controllerWatches(ctx, t, &corev1.Service{}, &discoveryv1.EndpointSlice{})
 	}},
-	{name: "metadata", description: "the controller's watches, Services and slices as metadata only", watch: func(ctx context.Context, t *testing.T) func() {
+	{name: "watched", description: "the controller's watches (slices as metadata only)", watch: func(ctx context.Context, t *testing.T) func() {
+		return controllerWatches(ctx, t, &corev1.Service{}, metadataOf("discovery.k8s.io/v1", "EndpointSlice"))
+	}},
+	{name: "metadata", description: "the controller's watches, Services as metadata only too", watch: func(ctx context.Context, t *testing.T) func() {
 		return controllerWatches(ctx, t, metadataOf("v1", "Service"), metadataOf("discovery.k8s.io/v1", "EndpointSlice"))
 	}},
 }
@@ -98,4 +102,15 @@ func controllerWatches(ctx context.Context, t *testing.T, svc, slice client.Obje
 		t.Fatal("the floor's watches did not sync")
 	}
 	return func() { cancel(); <-done }
+}
+
+// controllersWatches is the floor's run beside the watches the controller
+// makes.
+func (r result) controllersWatches() floorWatched {
+	for _, w := range r.floorWatched {
+		if w.variant.name == "watched" {
+			return w
+		}
+	}
+	return floorWatched{}
 }

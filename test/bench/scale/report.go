@@ -69,10 +69,11 @@ func writeMarkdown(w io.Writer, results []result, idle phase, workers int, lists
 	p("the floor of a controller that reports status, to which ours is compared too.")
 	if len(results) > 0 && len(results[0].floorWatched) > 0 {
 		p("\n- **Bare + status patch + the controller's watches** is that floor again (in a namespace of its own) with a cache in the ")
-		p("test process watching as the controller's does (`externalbackend.CacheOptions`: ExternalBackends, and Services and slices ")
-		p("with our label, through the same transforms): what serving a controller's watches of its own objects costs the API server. ")
-		p("**Services and slices as metadata only** watches them as `PartialObjectMetadata` instead (`builder.OnlyMetadata`), ")
-		p("what the API server would save if the controller watched them so. Its figures are in the sentences below each table.")
+		p("test process watching as the controller's does (`externalbackend.CacheOptions`: ExternalBackends and Services whole, and ")
+		p("slices as `PartialObjectMetadata` (`builder.OnlyMetadata`), with our label, through the same transforms): what serving ")
+		p("a controller's watches of its own objects costs the API server. **Services and slices watched whole** is the same with ")
+		p("slices whole, as the controller watched them before; **Services as metadata only too** is what the API server would save ")
+		p("if the controller watched its Services so as well. Their figures are in the sentences below each table.")
 	}
 	p("\n\n")
 	for _, r := range results {
@@ -124,7 +125,7 @@ func writeMarkdown(w io.Writer, results []result, idle phase, workers int, lists
 			stored := r.phases[0]
 			p("; ours from stored specs %s (**%.2f×** the floor, **%.2f×** the floor with the controller's watches). ",
 				round(stored.ServerCPU.apiserver), stored.ServerCPU.apiserver.Seconds()/r.bareStatus.serverCPU.apiserver.Seconds(),
-				stored.ServerCPU.apiserver.Seconds()/r.floorWatched[0].empty.serverCPU.apiserver.Seconds())
+				stored.ServerCPU.apiserver.Seconds()/r.controllersWatches().empty.serverCPU.apiserver.Seconds())
 			p("Time from empty: the floor %s", round(r.bareStatus.took))
 			for _, w := range r.floorWatched {
 				p("; with %s %s (%.2f×)", w.variant.description, round(w.empty.took), w.empty.took.Seconds()/r.bareStatus.took.Seconds())
