@@ -3,12 +3,14 @@ package externalbackend
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 )
@@ -55,8 +57,8 @@ type sliceContent struct {
 
 // contentOf copies what s's metadata does not show.
 func contentOf(s *discoveryv1.EndpointSlice) sliceContent {
-	c := s.DeepCopy()
-	return sliceContent{uid: s.UID, generation: s.Generation, addressType: c.AddressType, endpoints: c.Endpoints, ports: c.Ports}
+	endpoints, ports := copyContent(s.Endpoints, s.Ports)
+	return sliceContent{uid: s.UID, generation: s.Generation, addressType: s.AddressType, endpoints: endpoints, ports: ports}
 }
 
 // of tells whether the content is that of the slice m is the metadata of.
@@ -64,13 +66,18 @@ func (c sliceContent) of(m *metav1.PartialObjectMetadata) bool {
 	return c.uid == m.UID && c.generation == m.Generation
 }
 
-// slice is the whole slice: m's metadata with a copy of the content.
+// slice is the whole slice: m's metadata with a copy of the content, which
+// the planner may change.
 func (c sliceContent) slice(m *metav1.PartialObjectMetadata) discoveryv1.EndpointSlice {
 	s := discoveryv1.EndpointSlice{ObjectMeta: *m.ObjectMeta.DeepCopy(), AddressType: c.addressType}
-	held := discoveryv1.EndpointSlice{Endpoints: c.endpoints, Ports: c.ports}
-	held = *held.DeepCopy()
-	s.Endpoints, s.Ports = held.Endpoints, held.Ports
+	s.Endpoints, s.Ports = copyContent(c.endpoints, c.ports)
 	return s
+}
+
+// copyContent deep-copies a slice's endpoints and ports.
+func copyContent(endpoints []discoveryv1.Endpoint, ports []discoveryv1.EndpointPort) ([]discoveryv1.Endpoint, []discoveryv1.EndpointPort) {
+	held := (&discoveryv1.EndpointSlice{Endpoints: endpoints, Ports: ports}).DeepCopy()
+	return held.Endpoints, held.Ports
 }
 
 // keepContent records the content of slices as they are now (written by us,
@@ -111,7 +118,7 @@ func (s *backendStates) forgetContent(o client.Object) {
 // longer has is left out (it is gone).
 func (r *Reconciler) withContent(ctx context.Context, key types.NamespacedName, metas []metav1.PartialObjectMetadata) ([]discoveryv1.EndpointSlice, error) {
 	// Asked before the content is looked at: priming may end in between.
-	primed := r.primed.ran()
+	primed := r.primed.tried()
 	out := make([]discoveryv1.EndpointSlice, 0, len(metas))
 	var missing []int
 	// A backend this process keeps no record of (none yet) misses them all.
@@ -127,10 +134,11 @@ func (r *Reconciler) withContent(ctx context.Context, key types.NamespacedName, 
 	if len(missing) == 0 {
 		return out, nil
 	}
-	if !primed && r.primed.run(ctx, r.primeContents) {
+	if !primed {
 		// The first looks after a start: the content of every slice of
 		// ours is read at once (or was, while this one waited) rather
 		// than in a list per backend.
+		r.primed.try(ctx, r.primeContents)
 		return r.withContent(ctx, key, metas)
 	}
 	var live discoveryv1.EndpointSliceList
@@ -174,28 +182,27 @@ func sliceEcho(seen client.Object, last lastWrite) bool {
 	}
 }
 
-// primer runs a function until it has succeeded once.
+// primer runs a function once, for the callers that come first, which
+// wait for it; later callers know it was tried. Once: should it fail (the
+// API server out of reach as the process starts), the backends' own lists
+// read what it would have, rather than every miss trying again a list of
+// every slice.
 type primer struct {
-	mu   sync.Mutex
-	done bool
+	once sync.Once
+	done atomic.Bool
 }
 
-// ran tells whether the function has succeeded.
-func (p *primer) ran() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.done
-}
+// tried tells whether the function has run.
+func (p *primer) tried() bool { return p.done.Load() }
 
-// run runs prime unless it has succeeded before, and tells whether it has
-// succeeded now. Callers wait for one that is running.
-func (p *primer) run(ctx context.Context, prime func(context.Context) error) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.done {
-		p.done = prime(ctx) == nil
-	}
-	return p.done
+// try runs prime unless it ran before, or waits for the run under way.
+func (p *primer) try(ctx context.Context, prime func(context.Context) error) {
+	p.once.Do(func() {
+		defer p.done.Store(true)
+		if err := prime(ctx); err != nil {
+			log.FromContext(ctx).Info("reading our EndpointSlices past the cache failed; each backend lists its own", "error", err.Error())
+		}
+	})
 }
 
 // primeListPage is how many slices one page of primeContents lists.
@@ -205,6 +212,7 @@ const primeListPage = 500
 // and keeps the content of each: after a start, what the metadata-only cache
 // does not show is read in one paginated list, as a full cache would have,
 // rather than in one list per backend.
+//
 // Only the slices of backends the cache shows are kept: a record made for
 // a backend already gone would never be released.
 func (r *Reconciler) primeContents(ctx context.Context) error {
