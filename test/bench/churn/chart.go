@@ -16,7 +16,7 @@ const (
 	scale      = 2           // pixels a font dot
 	glyphW     = 4 * scale   // glyph advance, with one dot of spacing
 	lineH      = 7 * scale   // text line height
-	labelW     = 44 * glyphW // left column for the row labels
+	labelW     = 54 * glyphW // left column for the row labels: the longest, "5 of 1000 sick, flapping together, 10 min dual-stack", and a gap
 	barMaxW    = 620         // the longest bar
 	barH       = 12          // one bar
 	chartWidth = labelW + barMaxW + 12*glyphW
