@@ -459,27 +459,6 @@ func applyTemplate(s *discoveryv1.EndpointSlice, t Template, volatile bool) {
 	s.OwnerReferences = []metav1.OwnerReference{*t.Owner.DeepCopy()}
 }
 
-// Same reports whether two versions of a slice publish the same thing:
-// address type, ports, endpoints in order (compared as the planner compares
-// them), labels, annotations and owners. The controller uses it to tell the
-// watch event of its own write, which may come before the write returns,
-// from a change someone else made.
-func Same(a, b *discoveryv1.EndpointSlice) bool {
-	if a.AddressType != b.AddressType || len(a.Endpoints) != len(b.Endpoints) ||
-		GroupKey(a.AddressType, a.Ports) != GroupKey(b.AddressType, b.Ports) ||
-		!equality.Semantic.DeepEqual(a.Labels, b.Labels) ||
-		!equality.Semantic.DeepEqual(a.Annotations, b.Annotations) ||
-		!equality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences) {
-		return false
-	}
-	for i := range a.Endpoints {
-		if !sameEndpoint(&a.Endpoints[i], &b.Endpoints[i]) {
-			return false
-		}
-	}
-	return true
-}
-
 // sameMeta reports whether the slice already carries the template's
 // metadata for the endpoints it holds, volatile or not.
 func sameMeta(s *discoveryv1.EndpointSlice, t Template, volatile bool) bool {

@@ -720,33 +720,6 @@ func TestPlanPlaces(t *testing.T) {
 	}
 }
 
-func TestSame(t *testing.T) {
-	base := slice("db-ipv4-0", ipv4, port, endpoints(span(v4, 0, 3)))
-	for _, tc := range []struct {
-		name   string
-		change func(*discoveryv1.EndpointSlice)
-		same   bool
-	}{
-		{"as written", func(*discoveryv1.EndpointSlice) {}, true},
-		{"server fields", func(s *discoveryv1.EndpointSlice) { s.ResourceVersion, s.Generation, s.UID = "9", 3, "u" }, true},
-		{"ready spelt nil", func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Conditions.Ready = nil }, true},
-		{"not ready", func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].Conditions.Ready = ptr(false) }, false},
-		{"an endpoint fewer", func(s *discoveryv1.EndpointSlice) { s.Endpoints = s.Endpoints[1:] }, false},
-		{"another port", func(s *discoveryv1.EndpointSlice) { s.Ports = ports(port + 1) }, false},
-		{"a label more", func(s *discoveryv1.EndpointSlice) { s.Labels["x"] = "y" }, false},
-		{"an annotation", func(s *discoveryv1.EndpointSlice) { s.Annotations = map[string]string{"x": "y"} }, false},
-		{"no owner", func(s *discoveryv1.EndpointSlice) { s.OwnerReferences = nil }, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			other := base.DeepCopy()
-			tc.change(other)
-			if got := Same(other, &base); got != tc.same {
-				t.Errorf("Same = %v, want %v", got, tc.same)
-			}
-		})
-	}
-}
-
 // TestComputeAnnotate: annotations that depend on a slice's endpoints are
 // written with the endpoint change that calls for them, never on their
 // own, and a slice that carries them already is not written again.
