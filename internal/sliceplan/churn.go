@@ -23,10 +23,16 @@ import (
 //     written anyway, and joins a volatile slice that is written anyway, with
 //     two exceptions that each cost one write: a new (or quiet) volatile
 //     slice takes volatile endpoints whose changes alone, in this pass,
-//     write at least two other slices, a cost the next change they share
-//     repays; or
-//     it takes new volatile endpoints that no slice written anyway has room
-//     for, where it replaces the write that would place them.
+//     write at least two other slices while most stable slices are quiet,
+//     a cost the next change they share repays (gatherPays); or it takes
+//     new volatile endpoints that no slice written anyway has room for,
+//     where it replaces the write that would place them.
+//   - Never more writes than without it, storms included: while nearly
+//     every stable slice is written anyway (a rolling replacement), a
+//     volatile slice would be a write of its own at every flip, where the
+//     same endpoints in stable slices ride along. So no volatile slice is
+//     made then, and one written anyway is deleted instead, its endpoints
+//     back in the stable slices written anyway (disband).
 //   - Deterministic: volatility is an input (Input.Volatile), and the
 //     volatile slices are marked (VolatileAnnotation), so the same input
 //     gives the same plan.
@@ -57,6 +63,46 @@ func volatileSize(limit int) int { return max(1, limit/10) }
 // isVolatile tells whether a slice carries the volatile mark.
 func isVolatile(s *discoveryv1.EndpointSlice) bool {
 	return s.Annotations[VolatileAnnotation] == VolatileValue
+}
+
+// disband deletes the volatile slices written anyway while nearly every
+// stable slice is written anyway too (a rolling replacement, a zone going
+// down), and returns their endpoints to rest, so that the stable slices
+// written anyway take them, when those have room for them and for rest. A
+// volatile slice pays only while the stable slices are quiet: in such a
+// pass each flip of its endpoints writes it, where the same endpoints in
+// stable slices would ride along in writes made anyway. The delete takes
+// the place of the volatile slice's own write, so it costs nothing; should
+// the flapping outlast the storm, gather makes a volatile slice again when
+// that pays.
+func disband(drafts []*draft, rest []*discoveryv1.Endpoint, limit int) []*discoveryv1.Endpoint {
+	stable, quiet, room := 0, 0, 0
+	for _, d := range drafts {
+		if d.volatile || d.retired || d.old == nil {
+			continue
+		}
+		stable++
+		if !d.dirty || d.churnOnly {
+			quiet++
+		}
+		if d.dirty && len(d.eps) > 0 {
+			room += max(0, limit-len(d.eps))
+		}
+	}
+	room -= len(rest)
+	for _, d := range drafts {
+		// Left in place, the volatile slice's endpoints would write it at
+		// their next flip; in stable slices they write only those of their
+		// slices that are quiet: fewer than one when
+		// len(d.eps) × quiet/stable < 1.
+		if !d.volatile || !d.dirty || d.retired || len(d.eps) == 0 || len(d.eps)*quiet >= stable || len(d.eps) > room {
+			continue
+		}
+		room -= len(d.eps)
+		rest = append(rest, d.eps...)
+		d.eps, d.retired = nil, true
+	}
+	return rest
 }
 
 // mover is a volatile endpoint that may move into a volatile slice: from a
@@ -150,27 +196,14 @@ func writtenVolatile(drafts []*draft, size int) []*draft {
 }
 
 // extraVolatile picks the volatile slice that takes the movers not placed
-// yet at the cost of one write, or nil when that write does not pay: it
-// pays when they come from at least two slices written only because of
-// volatile endpoints' changes (their next shared change writes one slice
-// instead of two or more; slices written for other changes as well, as in
-// a rolling replacement, would be written anyway, and the volatile slice
-// would be one write more each time), or when
-// replacesPlacement says the slice takes the place of a write that would
-// place new endpoints anyway. A quiet volatile slice with room goes first,
-// the fullest; otherwise a new one, within the bounds.
+// yet at the cost of one write, or nil when that write does not pay. It
+// pays when replacesPlacement says the slice takes the place of a write
+// that would place new endpoints anyway, or when the movers' next shared
+// change would otherwise write two or more slices (gatherPays). A quiet
+// volatile slice with room goes first, the fullest; otherwise a new one,
+// within the bounds.
 func extraVolatile(drafts []*draft, movers []mover, placed map[*discoveryv1.Endpoint]bool, size, budget int, replacesPlacement bool) *draft {
-	sources := map[*draft]bool{}
-	left := 0
-	for _, m := range movers {
-		if !placed[m.ep] {
-			left++
-			if m.from != nil && m.from.churnOnly {
-				sources[m.from] = true
-			}
-		}
-	}
-	if left == 0 || (len(sources) < 2 && !replacesPlacement) {
+	if len(placed) == len(movers) || (!replacesPlacement && !gatherPays(drafts, movers, placed)) {
 		return nil
 	}
 	var best *draft
@@ -191,6 +224,41 @@ func extraVolatile(drafts []*draft, movers []mover, placed map[*discoveryv1.Endp
 		return nil
 	}
 	return &draft{volatile: true}
+}
+
+// gatherPays tells whether gathering the movers not placed yet in one
+// volatile slice saves writes later. Left where they are, their next shared
+// change writes each slice holding them that is not written anyway. Two
+// readings of how many that is must both say at least two:
+//   - in this pass, the slices holding them that are written only because
+//     volatile endpoints in them changed (churnOnly);
+//   - the slices holding them, times the share of stable slices not written
+//     for other changes in this pass. In a rolling replacement nearly every
+//     slice is written anyway: a pass in which two of the movers' slices
+//     happen to escape it says little, and a volatile slice there would be
+//     one write more at every flip.
+func gatherPays(drafts []*draft, movers []mover, placed map[*discoveryv1.Endpoint]bool) bool {
+	holders, churnOnly := map[*draft]bool{}, 0
+	for _, m := range movers {
+		if placed[m.ep] || m.from == nil || holders[m.from] {
+			continue
+		}
+		holders[m.from] = true
+		if m.from.churnOnly {
+			churnOnly++
+		}
+	}
+	stable, writtenAnyway := 0, 0
+	for _, d := range drafts {
+		if d.volatile || d.retired || d.old == nil {
+			continue
+		}
+		stable++
+		if d.dirty && !d.churnOnly {
+			writtenAnyway++
+		}
+	}
+	return churnOnly >= 2 && len(holders)*(stable-writtenAnyway) >= 2*stable
 }
 
 // Changed returns the addresses whose endpoint the plan for in would add,

@@ -22,6 +22,18 @@ func flipped(n int, down ...int) []discoveryv1.Endpoint {
 	return eps
 }
 
+// storm is eps with the endpoints numbered gone replaced by as many new
+// ones, numbered from 400 on: a step of a rolling replacement.
+func storm(eps []discoveryv1.Endpoint, gone ...int) []discoveryv1.Endpoint {
+	out := slices.DeleteFunc(eps, func(ep discoveryv1.Endpoint) bool {
+		return slices.ContainsFunc(gone, func(i int) bool { return firstAddress(&ep) == v4(i) })
+	})
+	for i := range gone {
+		out = append(out, ready(v4(400+i)))
+	}
+	return out
+}
+
 // marked is a slice of ours carrying the volatile mark.
 func marked(s discoveryv1.EndpointSlice) discoveryv1.EndpointSlice {
 	s.Annotations = template().metaFor(s.Endpoints, true)
@@ -110,6 +122,20 @@ func TestChurnPlacement(t *testing.T) {
 		},
 		plan: [3]int{0, 2, 0}, blind: [3]int{0, 2, 0},
 		volatileSlices: map[string][]string{"db-ipv4-4": {v4(5)}},
+	}, {
+		name:     "two slices written only for volatile endpoints' flips while the other two are written anyway: no volatile slice, whose flips would cost a write more in a storm",
+		volatile: sick[:2], desired: storm(flipped(400, 5, 105), 250, 350),
+		existing: full,
+		plan:     [3]int{0, 4, 0}, blind: [3]int{0, 4, 0},
+	}, {
+		name:     "a volatile slice written anyway while every stable slice is written anyway is deleted, its endpoints back in the stable slices",
+		volatile: sick, desired: storm(flipped(400), 50, 150, 250, 350),
+		existing: []discoveryv1.EndpointSlice{
+			slice("db-ipv4-0", ipv4, port, endpoints(without(100, 5))), slice("db-ipv4-1", ipv4, port, endpoints(without(200, 105)[100:])),
+			slice("db-ipv4-2", ipv4, port, endpoints(without(300, 205)[200:])), slice("db-ipv4-3", ipv4, port, endpoints(without(400, 305)[300:])),
+			marked(slice("db-ipv4-4", ipv4, port, []discoveryv1.Endpoint{flipped(400, sick...)[5], flipped(400, sick...)[105], flipped(400, sick...)[205], flipped(400, sick...)[305]})),
+		},
+		plan: [3]int{0, 4, 1}, blind: [3]int{0, 4, 1},
 	}, {
 		name:     "at most three volatile slices of ten: the other volatile endpoints stay in place",
 		volatile: everyTenth, desired: flipped(400, everyTenth...),
@@ -229,9 +255,7 @@ func TestChurnTracesWriteNoMore(t *testing.T) {
 	c := Churn{Window: time.Minute, Often: 3, Most: 1000}
 	traces := map[string]func(r *rand.Rand, step int, cur map[int]discoveryv1.Endpoint){
 		"three flap together": func(_ *rand.Rand, step int, cur map[int]discoveryv1.Endpoint) {
-			for _, i := range []int{7, 130, 260} {
-				cur[i] = flipped(n, slices.Repeat([]int{i}, step%2)...)[i]
-			}
+			flapTogether(step, cur)
 		},
 		"three flap at random": func(r *rand.Rand, _ int, cur map[int]discoveryv1.Endpoint) {
 			for _, i := range []int{7, 130, 260} {
@@ -259,6 +283,21 @@ func TestChurnTracesWriteNoMore(t *testing.T) {
 				cur[i] = flipped(n, slices.Repeat([]int{i}, r.IntN(2))...)[i]
 			}
 		},
+		// Replacements at random, as the bench's: nearly every slice is
+		// written at every step anyway, and a volatile slice would be one
+		// write more at every flip.
+		"rolling replacement at random while three flap": func(r *rand.Rand, step int, cur map[int]discoveryv1.Endpoint) {
+			replaceAtRandom(r, step, cur, 8, flappers)
+			flapTogether(step, cur)
+		},
+		// The volatile slice made while the three flap alone must go when
+		// the replacement starts.
+		"three flap, then a rolling replacement at random": func(r *rand.Rand, step int, cur map[int]discoveryv1.Endpoint) {
+			if step >= 10 {
+				replaceAtRandom(r, step-10, cur, 8, flappers)
+			}
+			flapTogether(step, cur)
+		},
 		"uniform random flips": func(r *rand.Rand, _ int, cur map[int]discoveryv1.Endpoint) {
 			for range 3 {
 				i := r.IntN(n)
@@ -279,6 +318,33 @@ func TestChurnTracesWriteNoMore(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// flappers are the endpoints of the flapping traces, one in each of the
+// three slices.
+var flappers = []int{7, 130, 260}
+
+// flapTogether flips the flappers of n = 300 endpoints: down at odd steps.
+func flapTogether(step int, cur map[int]discoveryv1.Endpoint) {
+	for _, i := range flappers {
+		cur[i] = flipped(300, slices.Repeat([]int{i}, step%2)...)[i]
+	}
+}
+
+// replaceAtRandom replaces k endpoints of the first 300 still there, other
+// than keep and drawn by r, by new ones numbered from 300 on: step of a
+// rolling replacement.
+func replaceAtRandom(r *rand.Rand, step int, cur map[int]discoveryv1.Endpoint, k int, keep []int) {
+	var old []int
+	for _, i := range slices.Sorted(maps.Keys(cur)) {
+		if i < 300 && !slices.Contains(keep, i) {
+			old = append(old, i)
+		}
+	}
+	for j, pick := range r.Perm(len(old))[:k] {
+		delete(cur, old[pick])
+		cur[300+step*k+j] = ready(v4(300 + step*k + j))
 	}
 }
 

@@ -260,8 +260,9 @@ type draft struct {
 	old   *discoveryv1.EndpointSlice
 	eps   []*discoveryv1.Endpoint
 	dirty bool // the slice is written (created, updated or deleted) anyway
-	// retired slices gave their endpoints up to bring the group within its
-	// budget of slices: they are deleted (or recycled), never refilled.
+	// retired slices gave their endpoints up, to bring the group within
+	// its budget of slices or because a volatile slice no longer pays
+	// (disband): they are deleted (or recycled), never refilled.
 	retired bool
 	// volatile slices hold the endpoints that change often, a few each,
 	// and carry VolatileAnnotation; steps 2 and 3 put no other endpoint
@@ -290,6 +291,7 @@ func planGroup(t Template, g *Group, olds []*discoveryv1.EndpointSlice, limit, b
 	if budget > 0 {
 		rest = retire(drafts, rest, budget)
 	}
+	rest = disband(drafts, rest, limit)
 	slices.SortFunc(rest, func(a, b *discoveryv1.Endpoint) int { return CompareAddresses(firstAddress(a), firstAddress(b)) })
 	full := func() bool { return budget > 0 && live(drafts) >= budget }
 	if volatile.Len() > 0 {

@@ -9,8 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/test/controlplane"
 	"github.com/backendslice/backendslice/test/netlab"
@@ -81,9 +84,19 @@ func RunWithLab(m *testing.M, opts Options, started func(e *Env, lab *netlab.Lab
 // bridge addresses as its InternalIPs, and runs bin/kube-proxy as that node
 // in the lab's node namespace, with a kubeconfig (written to
 // logs/kubeconfig, and returned) that reaches the API server from there.
-// It returns once kube-proxy has programmed its first rules. (kube-proxy
+// It returns once kube-proxy has programmed its first rules and, when node
+// has a zone label, once its proxiers have taken that zone. (kube-proxy
 // waits 30 s for a Node without addresses before it starts.)
+//
+// The zone label is added only after kube-proxy is up. kube-proxy 1.37
+// adds its topology handler to a Node informer that is already running and
+// only then registers the proxier with it, so the informer's replay of the
+// Node can run first and record the zone with nobody told; the proxier then
+// ignores every hint for good ("node is missing label"). A label that
+// changes after start-up always reaches the proxier.
 func StartKubeProxy(ctx context.Context, e *Env, lab *netlab.Lab, node *corev1.Node, logs string) (kubeconfig string, err error) {
+	zone, hasZone := node.Labels[corev1.LabelTopologyZone]
+	delete(node.Labels, corev1.LabelTopologyZone)
 	if err := e.Client.Create(ctx, node); err != nil {
 		return "", fmt.Errorf("registering node %s: %w", node.Name, err)
 	}
@@ -102,10 +115,51 @@ func StartKubeProxy(ctx context.Context, e *Env, lab *netlab.Lab, node *corev1.N
 	if err := lab.Kubeconfig(e.Config(), kubeconfig); err != nil {
 		return "", err
 	}
+	kubeProxyLog := filepath.Join(logs, "kube-proxy.log")
 	if _, err := lab.KubeProxy(ctx, bin, kubeconfig, node.Name, logs); err != nil {
-		return "", errors.Join(err, errors.New("kube-proxy's log: "+filepath.Join(logs, "kube-proxy.log")))
+		return "", errors.Join(err, errors.New("kube-proxy's log: "+kubeProxyLog))
 	}
-	return kubeconfig, nil
+	if !hasZone {
+		return kubeconfig, nil
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	metav1.SetMetaDataLabel(&node.ObjectMeta, corev1.LabelTopologyZone, zone)
+	if err := e.Client.Patch(ctx, node, patch); err != nil {
+		return "", fmt.Errorf("labelling node %s with its zone: %w", node.Name, err)
+	}
+	return kubeconfig, waitForZone(ctx, kubeProxyLog, zone)
+}
+
+// waitForZone waits until every proxier in kube-proxy's log (one per
+// family) says it took zone, which it logs at the verbosity lab.KubeProxy
+// gives proxier.go.
+func waitForZone(ctx context.Context, kubeProxyLog, zone string) error {
+	taken := fmt.Sprintf(`"Updated proxier node topology labels" ipFamily=%%q labels={%q:%q}`, corev1.LabelTopologyZone, zone)
+	families := []string{"IPv4"}
+	if DualStack() {
+		families = append(families, "IPv6")
+	}
+	for {
+		text, err := os.ReadFile(kubeProxyLog)
+		if err != nil {
+			return err
+		}
+		missing := ""
+		for _, family := range families {
+			if !strings.Contains(string(text), fmt.Sprintf(taken, family)) {
+				missing = family
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kube-proxy's %s proxier never took zone %s (look for %q in %s): %w",
+				missing, zone, "Updated proxier node topology labels", kubeProxyLog, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // LabBinary is the path of bin/name, which `make dataplane` builds.
