@@ -76,20 +76,13 @@ func isVolatile(s *discoveryv1.EndpointSlice) bool {
 // the flapping outlast the storm, gather makes a volatile slice again when
 // that pays.
 func disband(drafts []*draft, rest []*discoveryv1.Endpoint, limit int) []*discoveryv1.Endpoint {
-	stable, quiet, room := 0, 0, 0
+	stable, quiet := quietShare(drafts)
+	room := -len(rest)
 	for _, d := range drafts {
-		if d.volatile || d.retired || d.old == nil {
-			continue
-		}
-		stable++
-		if !d.dirty || d.churnOnly {
-			quiet++
-		}
-		if d.dirty && len(d.eps) > 0 {
+		if !d.volatile && !d.retired && d.dirty && len(d.eps) > 0 {
 			room += max(0, limit-len(d.eps))
 		}
 	}
-	room -= len(rest)
 	for _, d := range drafts {
 		// Left in place, the volatile slice's endpoints would write it at
 		// their next flip; in stable slices they write only those of their
@@ -248,17 +241,26 @@ func gatherPays(drafts []*draft, movers []mover, placed map[*discoveryv1.Endpoin
 			churnOnly++
 		}
 	}
-	stable, writtenAnyway := 0, 0
+	stable, quiet := quietShare(drafts)
+	return churnOnly >= 2 && len(holders)*quiet >= 2*stable
+}
+
+// quietShare counts the group's existing stable slices, and the quiet ones
+// among them: those not written in this pass for a change other than a
+// volatile endpoint's. quiet/stable is how likely a stable slice is to be
+// left alone by the changes other than flips; a rolling replacement takes
+// it near zero.
+func quietShare(drafts []*draft) (stable, quiet int) {
 	for _, d := range drafts {
 		if d.volatile || d.retired || d.old == nil {
 			continue
 		}
 		stable++
-		if d.dirty && !d.churnOnly {
-			writtenAnyway++
+		if !d.dirty || d.churnOnly {
+			quiet++
 		}
 	}
-	return churnOnly >= 2 && len(holders)*(stable-writtenAnyway) >= 2*stable
+	return stable, quiet
 }
 
 // Changed returns the addresses whose endpoint the plan for in would add,
