@@ -69,7 +69,9 @@ func startChild(t *testing.T, name string, c childConfig) *controller {
 }
 
 // start starts cmd, with vars added to this process's environment, and
-// waits until its probe server answers.
+// waits until its probe server and its metrics server answer: the manager
+// starts them one after the other, so the first answering says nothing of
+// the second.
 func start(t *testing.T, name string, cmd *exec.Cmd, vars []string, health, metrics string) *controller {
 	t.Helper()
 	c := &controller{t: t, name: name, health: "http://" + health, metrics: "http://" + metrics,
@@ -92,8 +94,11 @@ func start(t *testing.T, name string, cmd *exec.Cmd, vars []string, health, metr
 			t.Logf("controller %s, end of its log:\n%s", name, tail(c.log, 4000))
 		}
 	})
-	c.eventually(30*time.Second, "its probe server answers", func() error {
-		_, _, err := c.get(c.health + "/healthz")
+	c.eventually(30*time.Second, "its probe and metrics servers answer", func() error {
+		if _, _, err := c.get(c.health + "/healthz"); err != nil {
+			return err
+		}
+		_, _, err := c.get(c.metrics + "/metrics")
 		return err
 	})
 	return c
