@@ -258,7 +258,7 @@ func TestChurnTracesWriteNoMore(t *testing.T) {
 			flapTogether(step, cur)
 		},
 		"three flap at random": func(r *rand.Rand, _ int, cur map[int]discoveryv1.Endpoint) {
-			for _, i := range []int{7, 130, 260} {
+			for _, i := range flappers {
 				cur[i] = flipped(n, slices.Repeat([]int{i}, r.IntN(2))...)[i]
 			}
 		},
