@@ -79,7 +79,9 @@ func TestAPIServerRestartMidSync(t *testing.T) {
 	env.world.up(up)
 	t.Logf("kube-apiserver stopped with %d of %d Services written, for %s (%s with its restart)",
 		synced, *backends, down, up.Sub(stopped).Round(time.Millisecond))
-	env.ledger.note(faultAPIServer(), "stopped once %d of %d Services were written; down %s (stop to healthy again)", synced, *backends, up.Sub(stopped).Round(100*time.Millisecond))
+	env.ledger.note(faultAPIServer(), "stopped once %d of %d Services were written; down %s (stop to healthy again). "+
+		"The backends still to write then take their turns within the controller's request budget (--kube-api-qps, --kube-api-burst; "+
+		"the defaults here), one for all its clients: the time to converge is mostly that budget", synced, *backends, up.Sub(stopped).Round(100*time.Millisecond))
 
 	r.RequireRunning()
 	converge(t, faultAPIServer(), up, ns)
