@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/test/controlplane"
@@ -139,27 +140,25 @@ func waitForZone(ctx context.Context, kubeProxyLog, zone string) error {
 	if DualStack() {
 		families = append(families, "IPv6")
 	}
-	for {
+	missing := ""
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
 		text, err := os.ReadFile(kubeProxyLog)
 		if err != nil {
-			return err
+			return false, err
 		}
-		missing := ""
+		missing = ""
 		for _, family := range families {
 			if !strings.Contains(string(text), fmt.Sprintf(taken, family)) {
 				missing = family
 			}
 		}
-		if missing == "" {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kube-proxy's %s proxier never took zone %s (look for %q in %s): %w",
-				missing, zone, "Updated proxier node topology labels", kubeProxyLog, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
+		return missing == "", nil
+	})
+	if err != nil && missing != "" {
+		return fmt.Errorf("kube-proxy's %s proxier never took zone %s (look for %q in %s): %w",
+			missing, zone, "Updated proxier node topology labels", kubeProxyLog, err)
 	}
+	return err
 }
 
 // LabBinary is the path of bin/name, which `make dataplane` builds.
