@@ -1,0 +1,225 @@
+// Package eventbudget bounds the Events the controller writes, per
+// namespace and in all, so that one tenant's storm of Events can neither
+// delay another tenant's Events nor grow the controller's memory or its
+// queue of requests to the API server.
+//
+// Every backend of a namespace that keeps failing records Warnings at each
+// reconcile. Events are written by a goroutine of their own, after the
+// reconcile has returned, so nothing pushes back on them: without a budget
+// they queue in front of the API server without bound. Here each namespace
+// has a token bucket of its own (a few Events a second, a small burst), all
+// namespaces share a global cap, and what is over budget is dropped, never
+// queued. The same Event (one reason on one object) recorded again within
+// a short window is charged once: the events API merges such repeats into
+// one Event object's series, counted in memory, at no request's cost.
+package eventbudget
+
+import (
+	"sync"
+	"time"
+)
+
+// Limit is a token bucket: Rate tokens a second, at most Burst held.
+type Limit struct {
+	Rate  float64
+	Burst int
+}
+
+// Limits are the budget's buckets and its window of repeats.
+type Limits struct {
+	// PerNamespace is each namespace's own bucket.
+	PerNamespace Limit
+	// Global is the bucket that all namespaces share, on top of their own.
+	Global Limit
+	// RepeatWindow is how long after an Event was charged the same Event
+	// (the same object, type, reason and action) passes free.
+	RepeatWindow time.Duration
+}
+
+// DefaultLimits are the controller's: a namespace may write 2 Events a
+// second with bursts of 10 (a failing backend writes 2 per reconcile, and
+// its repeats pass free), all namespaces together 20 a second with bursts
+// of 100.
+func DefaultLimits() Limits {
+	return Limits{
+		PerNamespace: Limit{Rate: 2, Burst: 10},
+		Global:       Limit{Rate: 20, Burst: 100},
+		RepeatWindow: 30 * time.Second,
+	}
+}
+
+// Verdict is what the budget says of one Event.
+type Verdict int
+
+const (
+	// Allowed: the Event is recorded, and charged to its namespace and to
+	// the global cap.
+	Allowed Verdict = iota
+	// Repeat: the same Event was charged within the repeat window; it is
+	// recorded free, merged into the first one's series.
+	Repeat
+	// OverNamespace: the namespace spent its bucket; the Event is dropped.
+	OverNamespace
+	// OverGlobal: all namespaces together spent the global cap; the Event
+	// is dropped.
+	OverGlobal
+)
+
+// Dropped tells whether the Event is dropped.
+func (v Verdict) Dropped() bool { return v == OverNamespace || v == OverGlobal }
+
+// String names the budget that dropped an Event (the label of the drop
+// counter), or how it passed.
+func (v Verdict) String() string {
+	switch v {
+	case Allowed:
+		return "allowed"
+	case Repeat:
+		return "repeat"
+	case OverNamespace:
+		return "namespace"
+	default:
+		return "global"
+	}
+}
+
+// Key tells one Event from another within a namespace: what the events
+// API aggregates by (the object, never its resourceVersion).
+type Key struct {
+	Kind, Name, UID      string
+	Type, Reason, Action string
+}
+
+// Budget decides which Events are recorded. It is safe for concurrent use.
+type Budget struct {
+	limits Limits
+	now    func() time.Time
+
+	mu     sync.Mutex
+	global bucket
+	// namespaces holds the namespaces whose bucket is not full or that
+	// were charged within the repeat window: memory follows the active
+	// namespaces, not every namespace that ever recorded an Event.
+	namespaces map[string]*namespaceBudget
+	// swept is when namespaces were last swept.
+	swept time.Time
+}
+
+// namespaceBudget is one namespace's bucket and the Events charged to it
+// within the repeat window.
+type namespaceBudget struct {
+	bucket  bucket
+	charged map[Key]time.Time
+}
+
+// New returns a budget of limits; now is the clock (time.Now when nil).
+func New(limits Limits, now func() time.Time) *Budget {
+	if now == nil {
+		now = time.Now
+	}
+	t := now()
+	return &Budget{
+		limits:     limits,
+		now:        now,
+		global:     fullBucket(limits.Global, t),
+		namespaces: map[string]*namespaceBudget{},
+		swept:      t,
+	}
+}
+
+// Allow charges the Event k of namespace ns, and says whether it may be
+// recorded. It never waits.
+func (b *Budget) Allow(ns string, k Key) Verdict {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	b.sweep(now)
+	nb := b.namespace(ns, now)
+	if at, ok := nb.charged[k]; ok && now.Sub(at) < b.limits.RepeatWindow {
+		return Repeat
+	}
+	// Both buckets are checked before either is charged: an Event the
+	// global cap drops costs its namespace nothing.
+	if !nb.bucket.has(now, b.limits.PerNamespace) {
+		return OverNamespace
+	}
+	if !b.global.has(now, b.limits.Global) {
+		return OverGlobal
+	}
+	nb.bucket.take()
+	b.global.take()
+	nb.charged[k] = now
+	return Allowed
+}
+
+// Namespaces is how many namespaces the budget remembers.
+func (b *Budget) Namespaces() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.namespaces)
+}
+
+// namespace is ns's budget, a full bucket when ns is not remembered.
+// b.mu is held.
+func (b *Budget) namespace(ns string, now time.Time) *namespaceBudget {
+	nb, ok := b.namespaces[ns]
+	if !ok {
+		nb = &namespaceBudget{bucket: fullBucket(b.limits.PerNamespace, now), charged: map[Key]time.Time{}}
+		b.namespaces[ns] = nb
+	}
+	return nb
+}
+
+// sweep forgets, once a repeat window, the charges older than the window,
+// and the namespaces left with none and a full bucket: such a namespace is
+// remembered again, as it was, at its next Event. b.mu is held.
+func (b *Budget) sweep(now time.Time) {
+	if now.Sub(b.swept) < b.limits.RepeatWindow {
+		return
+	}
+	b.swept = now
+	for ns, nb := range b.namespaces {
+		for k, at := range nb.charged {
+			if now.Sub(at) >= b.limits.RepeatWindow {
+				delete(nb.charged, k)
+			}
+		}
+		if len(nb.charged) == 0 && nb.bucket.full(now, b.limits.PerNamespace) {
+			delete(b.namespaces, ns)
+		}
+	}
+}
+
+// bucket is a token bucket refilled by the caller's clock, so that tests
+// run it on a fake one.
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func fullBucket(l Limit, now time.Time) bucket {
+	return bucket{tokens: float64(l.Burst), at: now}
+}
+
+// refill adds the tokens earned since the bucket was last refilled.
+func (b *bucket) refill(now time.Time, l Limit) {
+	if now.After(b.at) {
+		b.tokens = min(float64(l.Burst), b.tokens+now.Sub(b.at).Seconds()*l.Rate)
+		b.at = now
+	}
+}
+
+// has tells whether a token is there, after refilling.
+func (b *bucket) has(now time.Time, l Limit) bool {
+	b.refill(now, l)
+	return b.tokens >= 1
+}
+
+// full tells whether the bucket holds its whole burst, after refilling.
+func (b *bucket) full(now time.Time, l Limit) bool {
+	b.refill(now, l)
+	return b.tokens >= float64(l.Burst)
+}
+
+// take spends a token that has said is there.
+func (b *bucket) take() { b.tokens-- }

@@ -1,0 +1,80 @@
+package eventbudget
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+)
+
+// captured is an events.EventRecorder that keeps what it is given.
+type captured struct{ regarding []runtime.Object }
+
+func (c *captured) Eventf(regarding, _ runtime.Object, _, _, _, _ string, _ ...any) {
+	c.regarding = append(c.regarding, regarding)
+}
+
+// TestRecorderRefersWithoutResourceVersion: what reaches the next recorder
+// is a reference with the object's kind, name and UID but no
+// resourceVersion, and what the budget refuses is counted by reason and
+// budget, never reaching it.
+func TestRecorderRefersWithoutResourceVersion(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := &captured{}
+	limits := Limits{PerNamespace: Limit{Rate: 0, Burst: 1}, Global: Limit{Rate: 0, Burst: 10}, RepeatWindow: time.Minute}
+	r := NewRecorder(next, clientgoscheme.Scheme, New(limits, nil), m)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "u1"}}
+	for _, rv := range []string{"1", "2", "3"} {
+		svc.ResourceVersion = rv
+		r.Eventf(svc, nil, corev1.EventTypeWarning, "Broken", "Check", "broken at %s", rv)
+	}
+	// Another Event of the namespace is over its burst of one.
+	r.Eventf(svc, nil, corev1.EventTypeWarning, "Other", "Check", "other")
+	if len(next.regarding) != 3 {
+		t.Fatalf("%d Events recorded, want the 3 repeats", len(next.regarding))
+	}
+	for _, o := range next.regarding {
+		ref, ok := o.(*corev1.ObjectReference)
+		if !ok {
+			t.Fatalf("recorded about %T, want an ObjectReference", o)
+		}
+		if ref.ResourceVersion != "" || ref.Kind != "Service" || ref.Name != "db" || ref.UID != "u1" || ref.Namespace != "ns" {
+			t.Fatalf("recorded about %+v, want Service ns/db u1 with no resourceVersion", ref)
+		}
+	}
+	if got := dropCounts(t, reg); len(got) != 1 || got["Other/namespace"] != 1 {
+		t.Fatalf("drops counted %v, want Other/namespace: 1", got)
+	}
+}
+
+// dropCounts reads backendslice_events_dropped_total from reg, by
+// reason/budget.
+func dropCounts(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "backendslice_events_dropped_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			counts[labels["reason"]+"/"+labels["budget"]] = m.GetCounter().GetValue()
+		}
+	}
+	return counts
+}
