@@ -18,11 +18,13 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers/backendprovider"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
+	"github.com/backendslice/backendslice/internal/eventbudget"
 	"github.com/backendslice/backendslice/internal/fairshare"
 	"github.com/backendslice/backendslice/probe"
 	"github.com/backendslice/backendslice/providers"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -102,20 +104,32 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// clientLimiter is the fair limiter of the clients' requests, when
+	// the options set one; the work queue tells it who waits.
+	var clientLimiter *fairshare.RateLimiter
 	if opts.KubeAPIQPS != 0 || opts.KubeAPIBurst != 0 {
 		cfg = rest.CopyConfig(cfg)
 		cfg.QPS = cmp.Or(opts.KubeAPIQPS, cfg.QPS)
 		cfg.Burst = cmp.Or(opts.KubeAPIBurst, cfg.Burst)
-		// One limiter for every client made from cfg (the cache's, the
-		// client's, the lease's), shared between namespaces in turn so
-		// that one tenant's writes do not queue everyone else's.
-		cfg.RateLimiter = fairshare.NewRateLimiter(cfg.QPS, cfg.Burst)
+		// One limiter for every client made from cfg (the cache's and the
+		// client's; the lease and Events have their own), shared between
+		// namespaces in turn so that one tenant's writes do not queue
+		// everyone else's.
+		clientLimiter = fairshare.NewRateLimiter(cfg.QPS, cfg.Burst)
+		cfg.RateLimiter = clientLimiter
+	}
+	var leaseCfg *rest.Config
+	if opts.LeaderElection {
+		// The lease has a client and a limiter of its own, never queued
+		// behind the tenants' requests (lease.go).
+		leaseCfg = leaseConfig(cfg, cmp.Or(opts.Lease.RetryPeriod, DefaultRetryPeriod))
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
 		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
 		LeaderElection:          opts.LeaderElection,
+		LeaderElectionConfig:    leaseCfg,
 		LeaderElectionID:        "backendslice-controller.backendslice.io",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// Leaving at once on shutdown lets the next leader start sooner:
@@ -166,17 +180,22 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	recorder, err := addEventRecorder(mgr, cfg, scheme, reg)
+	if err != nil {
+		return nil, err
+	}
 	r := &externalbackend.Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Events:    mgr.GetEventRecorder("backendslice"),
-		Providers: provs,
-		Config:    rcfg,
-		Metrics:   metrics,
-		Waker:     waker,
-		Prober:    prober,
-		Workers:   cmp.Or(opts.Concurrency, DefaultConcurrency),
-		Watchdog:  dog,
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Events:        recorder,
+		Providers:     provs,
+		Config:        rcfg,
+		Metrics:       metrics,
+		Waker:         waker,
+		Prober:        prober,
+		Workers:       cmp.Or(opts.Concurrency, DefaultConcurrency),
+		ClientLimiter: clientLimiter,
+		Watchdog:      dog,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up controller: %w", err)
@@ -213,6 +232,19 @@ func addProber(mgr ctrl.Manager, opts ManagerOptions, reg prometheus.Registerer)
 		return nil, nil, err
 	}
 	return prober, waker, nil
+}
+
+// addEventRecorder adds to mgr the sending of Events, on a budget and a
+// client of their own (events.go), and returns their recorder.
+func addEventRecorder(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme, reg prometheus.Registerer) (events.EventRecorder, error) {
+	recorder, sending, err := newEventRecorder(cfg, scheme, reg, eventbudget.DefaultLimits())
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(sending); err != nil {
+		return nil, err
+	}
+	return recorder, nil
 }
 
 // stopProviders stops the providers' watches and listings when the manager
