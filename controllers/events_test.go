@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/backendslice/backendslice/internal/eventbudget"
+	"github.com/backendslice/backendslice/test/metricstest"
 )
 
 // eventWait bounds how long an Event may take to reach the API server.
@@ -195,23 +196,9 @@ func configMap(ns, name string) *corev1.ConfigMap {
 // dropped reads backendslice_events_dropped_total{reason,budget} from reg.
 func dropped(t *testing.T, reg prometheus.Gatherer, reason, budget string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
+	series, err := metricstest.Series(reg, "backendslice_events_dropped_total")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range families {
-		if f.GetName() != "backendslice_events_dropped_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["reason"] == reason && labels["budget"] == budget {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return series[fmt.Sprintf("backendslice_events_dropped_total{budget=%q,reason=%q}", budget, reason)]
 }

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/backendslice/backendslice/test/metricstest"
 )
 
 // captured is an events.EventRecorder that keeps what it is given.
@@ -50,31 +52,11 @@ func TestRecorderRefersWithoutResourceVersion(t *testing.T) {
 			t.Fatalf("recorded about %+v, want Service ns/db u1 with no resourceVersion", ref)
 		}
 	}
-	if got := dropCounts(t, reg); len(got) != 1 || got["Other/namespace"] != 1 {
-		t.Fatalf("drops counted %v, want Other/namespace: 1", got)
-	}
-}
-
-// dropCounts reads backendslice_events_dropped_total from reg, by
-// reason/budget.
-func dropCounts(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	families, err := reg.Gather()
+	got, err := metricstest.Series(reg, "backendslice_events_dropped_total")
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts := map[string]float64{}
-	for _, f := range families {
-		if f.GetName() != "backendslice_events_dropped_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			counts[labels["reason"]+"/"+labels["budget"]] = m.GetCounter().GetValue()
-		}
+	if want := `backendslice_events_dropped_total{budget="namespace",reason="Other"}`; len(got) != 1 || got[want] != 1 {
+		t.Fatalf("drops counted %v, want %s 1", got, want)
 	}
-	return counts
 }
