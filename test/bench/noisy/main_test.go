@@ -35,12 +35,12 @@ var (
 	attackFor       = flag.Duration("duration", 3*time.Minute, "most time each victim mode's measurements under one attack may take; rounds not started by then are skipped (the report says how many samples each latency has)")
 
 	// The victim's measurements.
-	creates          = flag.Int("creates", 50, "busy victim: creates to time in each phase")
-	flips            = flag.Int("flips", 50, "busy victim: health flips to time in each phase (half to Unhealthy, half back)")
-	revocations      = flag.Int("revocations", 20, "busy victim: revocations to time in each phase (re-admitted between)")
-	quietCreates     = flag.Int("quiet-creates", 10, "quiet victim: creates to time in each phase")
-	quietFlips       = flag.Int("quiet-flips", 10, "quiet victim: health flips to time in each phase")
-	quietRevocations = flag.Int("quiet-revocations", 5, "quiet victim: revocations to time in each phase")
+	creates          = flag.Int("creates", 100, "busy victim: creates to time in each phase")
+	flips            = flag.Int("flips", 100, "busy victim: health flips to time in each phase (half to Unhealthy, half back)")
+	revocations      = flag.Int("revocations", 40, "busy victim: revocations to time in each phase (re-admitted between)")
+	quietCreates     = flag.Int("quiet-creates", 20, "quiet victim: creates to time in each phase")
+	quietFlips       = flag.Int("quiet-flips", 20, "quiet victim: health flips to time in each phase")
+	quietRevocations = flag.Int("quiet-revocations", 10, "quiet victim: revocations to time in each phase")
 	quietGap         = flag.Duration("quiet-gap", 3*time.Second, "quiet victim: the pause before each of its changes")
 	opTimeout        = flag.Duration("op-timeout", 5*time.Minute, "a victim change that has not reached the slices or status by then fails the test")
 )
