@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/backendslice/backendslice/internal/fairshare"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -104,19 +106,22 @@ func turnOf(now time.Time, changed, catchUp bool, slot time.Time, reserve func()
 	return t
 }
 
-// newCatchUpBucket is the token bucket catch-ups take their slots from:
-// perSecond a second, one at a time; no bound when perSecond is zero.
-func newCatchUpBucket(perSecond float64) *rate.Limiter {
+// newCatchUpBuckets are the token buckets catch-ups take their slots
+// from, one per namespace, so that a namespace with thousands of backends
+// to catch up does not push another's back: perSecond a second, one at a
+// time; no bound when perSecond is zero.
+func newCatchUpBuckets(perSecond float64) *fairshare.Buckets {
 	if perSecond <= 0 {
-		return rate.NewLimiter(rate.Inf, 1)
+		return fairshare.NewBuckets(rate.Inf, 1)
 	}
-	return rate.NewLimiter(rate.Limit(perSecond), 1)
+	return fairshare.NewBuckets(rate.Limit(perSecond), 1)
 }
 
-// catchUpSlot takes a slot for a catch-up and says how far from now it is.
-func (r *Reconciler) catchUpSlot() time.Duration {
+// catchUpSlot takes a slot of namespace ns for a catch-up and says how
+// far from now it is.
+func (r *Reconciler) catchUpSlot(ns string) time.Duration {
 	if r.catchUps == nil {
 		return 0
 	}
-	return r.catchUps.Reserve().Delay()
+	return r.catchUps.Delay(ns)
 }

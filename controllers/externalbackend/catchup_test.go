@@ -110,18 +110,22 @@ func TestTurnOf(t *testing.T) {
 }
 
 func TestCatchUpBucketSpacesSlots(t *testing.T) {
-	r := &Reconciler{catchUps: newCatchUpBucket(25)}
+	r := &Reconciler{catchUps: newCatchUpBuckets(25)}
 	var last time.Duration
 	for i := range 5 {
-		d := r.catchUpSlot()
+		d := r.catchUpSlot("busy")
 		if i > 0 && d-last < 30*time.Millisecond {
 			t.Fatalf("slot %d is %s after slot %d, want the bucket's 40ms apart", i, d-last, i-1)
 		}
 		last = d
 	}
-	unbounded := &Reconciler{catchUps: newCatchUpBucket(0)}
+	// Another namespace's first catch-up does not wait behind them.
+	if d := r.catchUpSlot("quiet"); d != 0 {
+		t.Fatalf("another namespace's first slot is %s away, want now", d)
+	}
+	unbounded := &Reconciler{catchUps: newCatchUpBuckets(0)}
 	for range 5 {
-		if d := unbounded.catchUpSlot(); d != 0 {
+		if d := unbounded.catchUpSlot("busy"); d != 0 {
 			t.Fatalf("an unbounded bucket gave a slot %s away", d)
 		}
 	}

@@ -61,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		deferrals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "backendslice_reconciles_deferred_total",
-			Help: "Reconciles put back in the queue because their namespace already ran its share of the workers (--namespace-share).",
+			Help: "Turns of the work queue that a namespace running its share of the workers (--namespace-share) let go to another namespace waiting.",
 		}),
 		conditions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "backendslice_externalbackend_condition",
@@ -99,8 +99,6 @@ func (m *Metrics) reconciled(err error, took time.Duration) {
 func (m *Metrics) write(kind, verb string) { m.writes.WithLabelValues(kind, verb).Inc() }
 
 func (m *Metrics) heldBack() { m.held.Inc() }
-
-func (m *Metrics) deferred() { m.deferrals.Inc() }
 
 // backend exports what xb's status says after a pass: its endpoints, its
 // conditions and its sources. resolved is false when the pass resolved
@@ -159,4 +157,13 @@ func bit(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// passedOver counts the work queue's turns that a namespace at its share
+// let go to another; nil without metrics.
+func (m *Metrics) passedOver() prometheus.Counter {
+	if m == nil {
+		return nil
+	}
+	return m.deferrals
 }

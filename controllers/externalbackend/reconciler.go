@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
-	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -43,6 +41,9 @@ type Reconciler struct {
 	Prober Prober
 	// Workers is how many backends are reconciled at once.
 	Workers int
+	// ClientLimiter is the client's fair rate limiter, told which
+	// namespaces have work queued; nil when the client has another.
+	ClientLimiter *fairshare.RateLimiter
 	// HostsReader, when set, reads the API server's own EndpointSlices
 	// (default/kubernetes) instead of a cache of its own started with the
 	// manager: for tests that reconcile by hand, with no manager running.
@@ -62,14 +63,14 @@ type Reconciler struct {
 	// primed tells whether the content of every slice of ours was read
 	// past the cache since this process started (slicecontent.go).
 	primed primer
-	// shares bounds the reconciles of one namespace running at once.
-	shares *fairshare.Limiter
-	// recreations is the token bucket that all backends' Service
-	// recreations share, on top of each one's own backoff (recreateAfter).
-	recreations *rate.Limiter
-	// catchUps is the token bucket that all backends' status catch-ups
-	// take their slots from (see catchup.go); nil writes them at once.
-	catchUps *rate.Limiter
+	// recreations are the token buckets, one per namespace, that Service
+	// recreations take from, on top of each backend's own backoff
+	// (recreateAfter).
+	recreations *fairshare.Buckets
+	// catchUps are the token buckets, one per namespace, that status
+	// catch-ups take their slots from (see catchup.go); nil writes them
+	// at once.
+	catchUps *fairshare.Buckets
 }
 
 // +kubebuilder:rbac:groups=backendslice.io,resources=externalbackends,verbs=list;watch
@@ -82,17 +83,9 @@ type Reconciler struct {
 
 // Reconcile loads the ExternalBackend, runs the steps and patches status once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
-	release, ok := r.shares.Enter(req.Namespace)
-	if !ok {
-		// The namespace already runs its share of the workers: leave this
-		// one to the other namespaces' backends, and come back a little
-		// later. Waiting here instead would hold the worker.
-		r.Metrics.deferred()
-		return ctrl.Result{RequeueAfter: shareRetry()}, nil
-	}
-	defer release()
-	// The API requests of this reconcile take the namespace's turn of the
-	// client's rate limit.
+	// The work queue (fairshare.Queue) gave this backend its namespace's
+	// turn of the workers; its API requests take the namespace's turn of
+	// the client's rate limit.
 	ctx = fairshare.WithFlow(ctx, req.Namespace)
 	start := r.Clock.Now()
 	xb, err := r.load(ctx, req.NamespacedName)
@@ -152,7 +145,7 @@ func (r *Reconciler) recreateAfter(key types.NamespacedName, recreating bool) ti
 	if !recreating {
 		return 0
 	}
-	return max(retryDelay(attempts), r.recreations.Reserve().Delay())
+	return max(retryDelay(attempts), r.recreations.Delay(key.Namespace))
 }
 
 // sync runs the steps, each taking what the one before returned: admit
@@ -240,12 +233,4 @@ func (r *Reconciler) kinds() providers.Kinds {
 		return providers.BuiltinKinds()
 	}
 	return r.Providers.Kinds()
-}
-
-// shareRetry is when a reconcile deferred for its namespace's share comes
-// back: soon, since a slot frees as soon as one of the namespace's running
-// reconciles ends, and spread, so that a namespace's deferred backends do
-// not all come back at once.
-func shareRetry() time.Duration {
-	return 100*time.Millisecond + rand.N(100*time.Millisecond)
 }

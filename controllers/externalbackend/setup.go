@@ -33,11 +33,12 @@ import (
 )
 
 // Retries back off as controller-runtime's default limiter does, from
-// retryBaseDelay doubling per attempt, with all backends sharing a token
-// bucket of retryRate a second (retryBurst at once); but the backoff is
-// capped at maxRetryDelay instead of about 17 minutes, so that a failing
-// backend recovers within a minute of its source coming back, however long
-// the outage was.
+// retryBaseDelay doubling per attempt, with a token bucket of retryRate a
+// second (retryBurst at once); but the bucket is one per namespace, so
+// that one namespace's failing backends cannot reserve it far ahead of
+// another's, and the backoff is capped at maxRetryDelay instead of about
+// 17 minutes, so that a failing backend recovers within a minute of its
+// source coming back, however long the outage was.
 const (
 	retryBaseDelay = 5 * time.Millisecond
 	maxRetryDelay  = time.Minute
@@ -49,12 +50,13 @@ const (
 func retryLimiter() workqueue.TypedRateLimiter[ctrl.Request] {
 	return workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[ctrl.Request](retryBaseDelay, maxRetryDelay),
-		&workqueue.TypedBucketRateLimiter[ctrl.Request]{Limiter: newRetryBucket()},
+		fairshare.RetryBuckets{Buckets: newRetryBuckets()},
 	)
 }
 
-// newRetryBucket is the token bucket that all backends' retries share.
-func newRetryBucket() *rate.Limiter { return rate.NewLimiter(retryRate, retryBurst) }
+// newRetryBuckets are the token buckets, one per namespace, that retries
+// take from.
+func newRetryBuckets() *fairshare.Buckets { return fairshare.NewBuckets(retryRate, retryBurst) }
 
 // retryDelay is the backoff before retry number attempt (from 0):
 // retryBaseDelay doubled per attempt before it, capped at maxRetryDelay.
@@ -96,9 +98,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.checks = NewSpecChecker()
 	r.connections = connections.Reader{Client: r.Client, Namespace: r.Config.Namespace, Kinds: r.kinds()}
-	r.recreations = newRetryBucket()
-	r.catchUps = newCatchUpBucket(r.Config.StatusCatchUpRate)
-	r.shares = fairshare.New(cmp.Or(r.Config.NamespaceShare, fairshare.ShareOf(r.Workers)), nil)
+	r.recreations = newRetryBuckets()
+	r.catchUps = newCatchUpBuckets(r.Config.StatusCatchUpRate)
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -120,7 +121,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(r.state.watchSliceDeletes(), r.state.notEchoes(kindEndpointSlice))).
 		Named("externalbackend").
 		WithOptions(controller.Options{RateLimiter: retryLimiter(), MaxConcurrentReconciles: r.Workers,
-			LogConstructor: backendLogger(mgr.GetLogger())})
+			NewQueue: r.newQueue, LogConstructor: backendLogger(mgr.GetLogger())})
 	// Admission reads providers, namespaces and Secrets: a change to any
 	// of them can admit, refuse or reconnect a backend's sources.
 	b = b.Watches(&v1alpha1.BackendProvider{}, handler.EnqueueRequestsFromMapFunc(r.backendsUsing)).
@@ -251,4 +252,19 @@ func backendLogger(base logr.Logger) func(*ctrl.Request) logr.Logger {
 		}
 		return log.WithValues("ExternalBackend", klog.KRef(req.Namespace, req.Name), "namespace", req.Namespace, "name", req.Name)
 	}
+}
+
+// newQueue makes the controller's work queue: fair between namespaces
+// (fairshare.Queue), each holding at most its share of the workers while
+// another namespace waits; the client's rate limiter, when it is the fair
+// one, counts the namespaces with work in it as asking.
+func (r *Reconciler) newQueue(name string, limiter workqueue.TypedRateLimiter[ctrl.Request]) workqueue.TypedRateLimitingInterface[ctrl.Request] {
+	q := fairshare.NewQueue(fairshare.QueueOptions{
+		Name: name, Share: cmp.Or(r.Config.NamespaceShare, fairshare.ShareOf(r.Workers)),
+		RateLimiter: limiter, PassedOver: r.Metrics.passedOver(),
+	})
+	if r.ClientLimiter != nil {
+		r.ClientLimiter.CountDemand(q)
+	}
+	return q
 }

@@ -48,7 +48,7 @@ func TestReleaseLeavesNothing(t *testing.T) {
 	r.APIReader = live
 	p := &scripted{eps: []providers.Endpoint{{Address: "192.0.2.1", Serving: true}}}
 	r.Providers = newResolver(t, p).Providers
-	r.recreations = newRetryBucket()
+	r.recreations = newRetryBuckets()
 	both := sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol)
 	svc := desiredService(xb, []corev1.IPFamily{corev1.IPv4Protocol})
 	vanished := servedEndpoint(discoveryv1.AddressTypeIPv4, "192.0.2.9", 5432)

@@ -105,7 +105,7 @@ func (r *Reconciler) statusTurn(before, after *v1alpha1.ExternalBackend, settled
 	catchUp := settled && changed && onlyCatchUp(&before.Status, &after.Status)
 	var turn statusTurn
 	r.state.update(client.ObjectKeyFromObject(after), func(b *backendState) {
-		turn = turnOf(r.Clock.Now(), changed, catchUp, b.catchUpAt, r.catchUpSlot, requeueAfter)
+		turn = turnOf(r.Clock.Now(), changed, catchUp, b.catchUpAt, func() time.Duration { return r.catchUpSlot(after.Namespace) }, requeueAfter)
 		b.catchUpAt = turn.slot
 	})
 	return turn

@@ -29,6 +29,11 @@ import (
 // tenants' requests find tokens there at once. A flow alone has the whole
 // rate, as a fleet in one namespace must.
 //
+// A namespace counts as asking from the moment it has work queued or
+// running (Demand, the work queue), not only once it has sent a request:
+// a quiet tenant's first reconcile finds the busy tenant already held to
+// half the rate, and tokens in the shared bucket.
+//
 // The namespace is the flow its context names (WithFlow); requests that
 // name none (informers, cluster-scoped objects, the leader lease) share one
 // flow of their own. It implements client-go's flowcontrol.RateLimiter.
@@ -49,6 +54,24 @@ type RateLimiter struct {
 	// dispatching is true while a goroutine hands tokens to the queues; it
 	// ends when they are empty.
 	dispatching bool
+	// demand tells which namespaces have work queued; nil until the work
+	// queue starts.
+	demand Demand
+}
+
+// Demand tells whether a namespace other than ns has work queued or
+// running (Queue.Busy).
+type Demand interface {
+	Busy(ns string) bool
+}
+
+// CountDemand makes the limiter count the namespaces with work in d as
+// asking. The work queue is made when the controller starts, after the
+// clients and their limiter.
+func (l *RateLimiter) CountDemand(d Demand) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.demand = d
 }
 
 // flowState is one flow's cap while others ask too.
@@ -130,13 +153,15 @@ func (l *RateLimiter) Wait(ctx context.Context) error {
 }
 
 // capWhileShared notes that flow asks, and returns its own bucket of half
-// the rate when another flow asked within the Window, nil when it is
-// alone.
+// the rate when another flow asked within the Window or has work queued,
+// nil when it is alone.
 func (l *RateLimiter) capWhileShared(flow string) *rate.Limiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	shared := false
+	// The queue's lock is taken under the limiter's: the queue never
+	// calls the limiter while holding its own.
+	shared := l.demand != nil && l.demand.Busy(flow)
 	for other, f := range l.flows {
 		switch {
 		case now.Sub(f.asked) > Window:

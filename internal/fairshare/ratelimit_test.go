@@ -194,3 +194,27 @@ func TestRateLimiterCapsAFlowWhileOthersAsk(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimiterCountsQueuedWorkAsAsking checks that a namespace whose
+// work waits in the queue holds a busy one to half the rate before it has
+// sent a request of its own: a quiet tenant finds tokens on arrival.
+func TestRateLimiterCountsQueuedWorkAsAsking(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	l := NewRateLimiter(50, 100)
+	l.now = func() time.Time { return now }
+	q := newTestQueue(t, 3)
+	l.CountDemand(q)
+	if l.capWhileShared("attacker") != nil {
+		t.Fatal("a flow alone, with an empty queue, is capped")
+	}
+	q.Add(req("victim", "new"))
+	now = now.Add(10 * time.Millisecond)
+	if l.capWhileShared("attacker") == nil {
+		t.Fatal("the victim has work queued and has sent nothing yet: want the attacker capped")
+	}
+	q.Done(get(t, q))
+	now = now.Add(Window + time.Millisecond)
+	if l.capWhileShared("attacker") != nil {
+		t.Fatal("the victim's work is done: want the attacker's whole rate back")
+	}
+}
