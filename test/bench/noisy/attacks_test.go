@@ -43,6 +43,8 @@ const (
 type attack struct {
 	// key names the attack in -attacks; ns is its namespace.
 	key, ns string
+	// lookups says that its sources look names up through dnsProvider.
+	lookups bool
 	// Title names it in the report.
 	title string
 	// setup creates the attacker's backends (and waits for what the
@@ -65,19 +67,19 @@ func allAttacks() []attack {
 					"one label of `spec.service.labels` flipped on every backend every %s: the controller copies it onto the Service and every slice",
 					*attackBackends, *attackAddresses, minEndpointsPerSlice, *flipPeriod)
 			}},
-		{key: "dns", ns: "attacker-dns", title: "slow DNS", setup: setupSlowDNS,
+		{key: "dns", ns: "attacker-dns", lookups: true, title: "slow DNS", setup: setupSlowDNS,
 			period: func() time.Duration { return *dnsEditPeriod },
 			what: func() string {
 				return fmt.Sprintf("%d backends, each with a dns source (BackendProvider `%s`) whose name the test's server never answers, "+
 					"so that each lookup waits for the query timeout; a label edited on every backend every %s", *dnsBackends, dnsProvider, *dnsEditPeriod)
 			}},
-		{key: "storm", ns: "attacker-storm", title: "event and status storm", setup: setupStorm,
+		{key: "storm", ns: "attacker-storm", lookups: true, title: "event and status storm", setup: setupStorm,
 			period: func() time.Duration { return *stormPeriod },
 			what: func() string {
 				return fmt.Sprintf("%d backends, each with the static address %s outside its provider's allowedCIDRs and a dns name that is NXDOMAIN; "+
 					"a label edited on every backend every %s: each reconcile patches the status and records Warning events", *stormBackends, refusedAddr, *stormPeriod)
 			}},
-		{key: "servfail", ns: "attacker-servfail", title: "SERVFAIL retries", setup: setupServFail,
+		{key: "servfail", ns: "attacker-servfail", lookups: true, title: "SERVFAIL retries", setup: setupServFail,
 			period: func() time.Duration { return 0 },
 			what: func() string {
 				return fmt.Sprintf("%d headless backends, each with a dns name that answers SERVFAIL: their reconciles fail and are retried "+
@@ -112,19 +114,21 @@ func createAttackerProviders(t *testing.T, all []attack) {
 	var dnsNamespaces []string
 	for _, a := range all {
 		createNamespace(t, a.ns)
-		if a.key != "flips" {
+		if a.lookups {
 			dnsNamespaces = append(dnsNamespaces, a.ns)
 		}
 	}
 	createProvider(t, attackerProvider, []string{"attacker-flips"}, "198.51.100.0/24", "203.0.113.0/25")
 	createProvider(t, stormProvider, []string{"attacker-storm"}, "198.51.100.0/24")
-	framework.Create(t, &v1alpha1.BackendProvider{
-		ObjectMeta: metav1.ObjectMeta{Name: dnsProvider},
-		Spec: v1alpha1.BackendProviderSpec{
-			DNS:        &v1alpha1.DNSProvider{Resolvers: []string{resolver.Addr}},
-			Namespaces: v1alpha1.NamespaceSelection{Names: dnsNamespaces},
-		},
-	})
+	if len(dnsNamespaces) > 0 {
+		framework.Create(t, &v1alpha1.BackendProvider{
+			ObjectMeta: metav1.ObjectMeta{Name: dnsProvider},
+			Spec: v1alpha1.BackendProviderSpec{
+				DNS:        &v1alpha1.DNSProvider{Resolvers: []string{resolver.Addr}},
+				Namespaces: v1alpha1.NamespaceSelection{Names: dnsNamespaces},
+			},
+		})
+	}
 	// Names without records are NXDOMAIN: the storm's need nothing.
 	for i := range *dnsBackends {
 		resolver.Fail(slowName(i), dnstest.Silent)
@@ -209,7 +213,7 @@ type editor struct {
 // starts nothing.
 func startEditing(t *testing.T, ns string, names []string, period time.Duration) *editor {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
+	ectx, cancel := context.WithCancel(ctx)
 	e := &editor{cancel: cancel}
 	if period <= 0 {
 		return e
@@ -220,7 +224,7 @@ func startEditing(t *testing.T, ns string, names []string, period time.Duration)
 		value := "a"
 		for {
 			select {
-			case <-ctx.Done():
+			case <-ectx.Done():
 				return
 			case <-tick.C:
 			}
@@ -228,7 +232,7 @@ func startEditing(t *testing.T, ns string, names []string, period time.Duration)
 			patch := client.RawPatch(types.MergePatchType,
 				fmt.Appendf(nil, `{"spec":{"service":{"labels":{%q:%q}}}}`, flipLabel, value))
 			for _, name := range names {
-				e.patch(t, ctx, &v1alpha1.ExternalBackend{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, patch)
+				e.patch(ectx, t, &v1alpha1.ExternalBackend{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, patch)
 			}
 		}
 	})
@@ -236,7 +240,7 @@ func startEditing(t *testing.T, ns string, names []string, period time.Duration)
 }
 
 // patch writes one edit and counts it; the first failure is logged.
-func (e *editor) patch(t *testing.T, ctx context.Context, xb *v1alpha1.ExternalBackend, patch client.Patch) {
+func (e *editor) patch(ctx context.Context, t *testing.T, xb *v1alpha1.ExternalBackend, patch client.Patch) {
 	if err := framework.E().Client.Patch(ctx, xb, patch); err != nil {
 		if ctx.Err() == nil && e.failed.Add(1) == 1 {
 			t.Logf("attacker edit: %v", err)

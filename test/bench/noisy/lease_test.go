@@ -3,6 +3,7 @@ package noisy
 import (
 	"context"
 	"sync"
+	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -31,19 +32,23 @@ type leaseWatch struct {
 }
 
 // watchLease starts recording the lease's renewals.
-func watchLease() *leaseWatch {
+func watchLease(t *testing.T) *leaseWatch {
+	t.Helper()
+	c, ok := framework.E().Client.(client.WithWatch)
+	if !ok {
+		t.Fatalf("the framework's client %T cannot watch", framework.E().Client)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &leaseWatch{cancel: cancel, done: make(chan struct{})}
-	go l.run(ctx)
+	go l.run(ctx, c)
 	return l
 }
 
 // run watches the lease until ctx ends, watching again whenever the API
 // server ends a watch; each new watch starts with the lease as it is,
 // which record takes once.
-func (l *leaseWatch) run(ctx context.Context) {
+func (l *leaseWatch) run(ctx context.Context, c client.WithWatch) {
 	defer close(l.done)
-	c := framework.E().Client.(client.WithWatch)
 	for ctx.Err() == nil {
 		w, err := c.Watch(ctx, &coordinationv1.LeaseList{}, client.InNamespace(controllerNS),
 			client.MatchingFields{"metadata.name": leaseName})

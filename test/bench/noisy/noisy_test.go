@@ -58,7 +58,7 @@ func measure(t *testing.T) Report {
 	createAttackerProviders(t, chosen)
 	w := setupVictim(t)
 	defer w.stop()
-	lease := watchLease()
+	lease := watchLease(t)
 	defer lease.stop()
 
 	t.Logf("idle: nobody but the victim")
