@@ -52,6 +52,9 @@ type Reconciler struct {
 	// nil when the check is off.
 	Watchdog *watchdog.Watchdog
 
+	// lookups run source calls apart from the workers (lookups.go); nil
+	// calls them within the pass.
+	lookups *lookups
 	// checks are the controller's own checks of a spec.
 	checks SpecChecker
 	// connections reads BackendProviders and their Secrets.
@@ -112,11 +115,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}()
 	if xb.Spec.Suspend {
 		// Nothing is resolved while suspended: watches and listings go.
-		r.Providers.Forget(req.NamespacedName)
+		r.forgetSources(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if err := validateSpec(r.checks, r.kinds(), r.Config.ClusterDomain, xb); err != nil {
-		r.Providers.Forget(req.NamespacedName)
+		r.forgetSources(req.NamespacedName)
 		pass.specErr = err
 		return ctrl.Result{}, nil
 	}
@@ -196,7 +199,7 @@ func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) pas
 func (r *Reconciler) release(key types.NamespacedName) {
 	r.Metrics.forget(key.Namespace, key.Name)
 	r.state.release(key)
-	r.Providers.Forget(key)
+	r.forgetSources(key)
 	if r.Prober != nil {
 		r.Prober.Sync(key, nil)
 	}

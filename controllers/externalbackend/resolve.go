@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -110,16 +111,34 @@ func (r *Reconciler) ask(ctx context.Context, xb *v1alpha1.ExternalBackend, admi
 		}
 		admitted = append(admitted, src)
 		wg.Go(func() {
-			rctx, cancel := context.WithTimeout(ctx, r.Config.ResolveTimeout)
-			defer cancel()
-			res, err := r.Providers.Resolve(rctx, providers.Request{
+			replies[i] = r.call(ctx, providers.Request{
 				Namespace: xb.Namespace, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes, Connection: adm.conn,
 			})
-			replies[i] = sourceReply{res, err}
 		})
 	}
 	wg.Wait()
 	return replies, admitted
+}
+
+// call asks the source's provider: through the lookups, so that a slow
+// call does not hold the worker, or, without them, within the pass.
+func (r *Reconciler) call(ctx context.Context, req providers.Request) sourceReply {
+	if r.lookups != nil {
+		return r.lookups.ask(ctx, req, sourceHash(req.Source))
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.Config.ResolveTimeout)
+	defer cancel()
+	res, err := r.Providers.Resolve(ctx, req)
+	return sourceReply{res, err}
+}
+
+// forgetSources drops the providers' watches and listings, and the calls
+// in flight, of key's sources other than keep.
+func (r *Reconciler) forgetSources(key types.NamespacedName, keep ...v1alpha1.Source) {
+	r.Providers.Forget(key, keep...)
+	if r.lookups != nil {
+		r.lookups.forget(key, keep...)
+	}
 }
 
 // sourceReply is what one source's provider answered.
@@ -204,6 +223,6 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 	}
 	r.state.update(key, func(b *backendState) { b.answers = answers })
 	// Providers keep watches and listings only for admitted sources.
-	r.Providers.Forget(key, admitted...)
+	r.forgetSources(key, admitted...)
 	return out
 }

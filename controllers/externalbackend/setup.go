@@ -98,6 +98,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.checks = NewSpecChecker()
 	r.connections = connections.Reader{Client: r.Client, Namespace: r.Config.Namespace, Kinds: r.kinds()}
+	if r.Waker != nil {
+		// A call that outlasts its pass wakes the backend when it answers.
+		r.lookups = newLookups(r.Providers.Resolve, r.Waker.Wake, r.Config.ResolveTimeout)
+	}
 	r.recreations = newRetryBuckets()
 	r.catchUps = newCatchUpBuckets(r.Config.StatusCatchUpRate)
 	if r.Clock == nil {
