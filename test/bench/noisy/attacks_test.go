@@ -22,8 +22,6 @@ import (
 
 // Names of the attackers' objects.
 const (
-	// attackerNS names the attacker in the client-limit comparison.
-	attackerNS = "attacker"
 	// dnsZone holds the attackers' DNS names, on the test's server.
 	dnsZone = "noisy.test"
 	// attackerProvider admits the label-flip attacker's addresses.

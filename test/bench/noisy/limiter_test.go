@@ -19,6 +19,9 @@ import (
 	"github.com/backendslice/backendslice/test/docsection"
 )
 
+// attackerNS names the busy tenant's flow in the client-limit comparison.
+const attackerNS = "attacker"
+
 var (
 	limiterRun      = flag.Duration("limiter-run", 20*time.Second, "how long TestClientLimiterReport runs each limiter")
 	limiterBursts   = flag.Int("limiter-burst-requests", 5, "requests in each of the quiet tenant's bursts (a create: Service, slice, status and reads)")
