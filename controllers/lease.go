@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -17,6 +18,15 @@ const (
 	leaseHeadroom         = 2
 	leaseBurst            = 10
 )
+
+// leaseConfigFor is the lease's config of a manager of opts made from
+// cfg; nil without leader election.
+func leaseConfigFor(cfg *rest.Config, opts ManagerOptions) *rest.Config {
+	if !opts.LeaderElection {
+		return nil
+	}
+	return leaseConfig(cfg, cmp.Or(opts.Lease.RetryPeriod, DefaultRetryPeriod))
+}
 
 // leaseConfig is cfg for the leader election lease alone: a copy with a
 // rate limiter of its own, sized by the retry period.

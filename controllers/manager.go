@@ -118,18 +118,14 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		clientLimiter = fairshare.NewRateLimiter(cfg.QPS, cfg.Burst)
 		cfg.RateLimiter = clientLimiter
 	}
-	var leaseCfg *rest.Config
-	if opts.LeaderElection {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		LeaderElection:         opts.LeaderElection,
 		// The lease has a client and a limiter of its own, never queued
 		// behind the tenants' requests (lease.go).
-		leaseCfg = leaseConfig(cfg, cmp.Or(opts.Lease.RetryPeriod, DefaultRetryPeriod))
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
-		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
-		LeaderElection:          opts.LeaderElection,
-		LeaderElectionConfig:    leaseCfg,
+		LeaderElectionConfig:    leaseConfigFor(cfg, opts),
 		LeaderElectionID:        "backendslice-controller.backendslice.io",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// Leaving at once on shutdown lets the next leader start sooner:

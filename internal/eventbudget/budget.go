@@ -52,15 +52,15 @@ func DefaultLimits() Limits {
 type Verdict int
 
 const (
-	// Allowed: the Event is recorded, and charged to its namespace and to
+	// Allowed says the Event is recorded, and charged to its namespace and to
 	// the global cap.
 	Allowed Verdict = iota
-	// Repeat: the same Event was charged within the repeat window; it is
+	// Repeat says the same Event was charged within the repeat window; it is
 	// recorded free, merged into the first one's series.
 	Repeat
-	// OverNamespace: the namespace spent its bucket; the Event is dropped.
+	// OverNamespace says the namespace spent its bucket; the Event is dropped.
 	OverNamespace
-	// OverGlobal: all namespaces together spent the global cap; the Event
+	// OverGlobal says all namespaces together spent the global cap; the Event
 	// is dropped.
 	OverGlobal
 )
