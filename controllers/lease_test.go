@@ -34,8 +34,10 @@ const leaseNamespace = "backendslice-system"
 // along and the manager keeps leading.
 func TestLeaseRenewedUnderAFlood(t *testing.T) {
 	const qps, flooders = 2, 40
+	// Errors only: a lost lease is what the test would show.
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	cp, c := startControlPlane(t, leaseNamespace)
-	mgr, stopped := startLeader(t, cp.Config, qps)
+	mgr := startLeader(t, cp.Config, qps)
 	renewals := watchRenewals(t, c)
 	// More requests at once than the limiter lets through in the window:
 	// each flooder's first request waits its turn behind the others'.
@@ -57,19 +59,18 @@ func TestLeaseRenewedUnderAFlood(t *testing.T) {
 		t.Errorf("the lease was renewed %d times in %s while the flood waited, want at least 10", n, window)
 	}
 	select {
-	case err := <-stopped:
-		t.Fatalf("the manager stopped under the flood: %v", err)
+	case <-mgr.exited:
+		t.Fatalf("the manager stopped under the flood: %v", mgr.err)
 	default:
 	}
 }
 
 // startLeader starts the controller, as NewManager wires it, with leader
 // election and a client limit of qps, and waits until it leads. The
-// returned channel gets the manager's error should it stop before the
-// test ends.
-func startLeader(t *testing.T, cfg *rest.Config, qps int) (ctrl.Manager, <-chan error) {
+// returned manager's exited is closed should it stop before the test ends;
+// when the test ends it is stopped and waited for.
+func startLeader(t *testing.T, cfg *rest.Config, qps int) *runningManager {
 	t.Helper()
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	reg, err := providers.NewRegistry(static.New())
 	if err != nil {
 		t.Fatal(err)
@@ -91,17 +92,28 @@ func startLeader(t *testing.T, cfg *rest.Config, qps int) (ctrl.Manager, <-chan 
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- mgr.Start(ctx) }()
-	t.Cleanup(cancel)
+	m := &runningManager{Manager: mgr, exited: make(chan struct{})}
+	go func() {
+		defer close(m.exited)
+		m.err = mgr.Start(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-m.exited })
 	select {
 	case <-mgr.Elected():
-	case err := <-stopped:
-		t.Fatalf("the manager stopped before it led: %v", err)
+	case <-m.exited:
+		t.Fatalf("the manager stopped before it led: %v", m.err)
 	case <-time.After(time.Minute):
 		t.Fatal("the manager did not lead within a minute")
 	}
-	return mgr, stopped
+	return m
+}
+
+// runningManager is a started manager; err is what its Start returned,
+// once exited is closed.
+type runningManager struct {
+	ctrl.Manager
+	exited chan struct{}
+	err    error
 }
 
 // flood sends requests that name no namespace from n goroutines, one after
