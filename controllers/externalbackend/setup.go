@@ -124,7 +124,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.OnlyMetadata,
 			builder.WithPredicates(r.state.watchSliceDeletes(), r.state.notEchoes(kindEndpointSlice))).
 		Named("externalbackend").
-		WithOptions(controller.Options{RateLimiter: retryLimiter(), MaxConcurrentReconciles: r.Workers,
+		WithOptions(controller.Options{RateLimiter: retryLimiter(), MaxConcurrentReconciles: r.Workers + 1,
 			NewQueue: r.newQueue, LogConstructor: backendLogger(mgr.GetLogger())})
 	// Admission reads providers, namespaces and Secrets: a change to any
 	// of them can admit, refuse or reconnect a backend's sources.
@@ -260,11 +260,12 @@ func backendLogger(base logr.Logger) func(*ctrl.Request) logr.Logger {
 
 // newQueue makes the controller's work queue: fair between namespaces
 // (fairshare.Queue), each holding at most its share of the workers while
-// another namespace waits; the client's rate limiter, when it is the fair
+// another namespace waits, with one worker more than r.Workers kept for a
+// namespace that runs nothing; the client's rate limiter, when it is the fair
 // one, counts the namespaces with work in it as asking.
 func (r *Reconciler) newQueue(name string, limiter workqueue.TypedRateLimiter[ctrl.Request]) workqueue.TypedRateLimitingInterface[ctrl.Request] {
 	q := fairshare.NewQueue(fairshare.QueueOptions{
-		Name: name, Share: cmp.Or(r.Config.NamespaceShare, fairshare.ShareOf(r.Workers)),
+		Name: name, Share: cmp.Or(r.Config.NamespaceShare, fairshare.ShareOf(r.Workers)), Workers: r.Workers + 1,
 		RateLimiter: limiter, PassedOver: r.Metrics.passedOver(),
 	})
 	if r.ClientLimiter != nil {

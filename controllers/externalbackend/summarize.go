@@ -246,7 +246,7 @@ func resolvedCondition(facts statusFacts) (c metav1.Condition, stalled bool, ret
 		line := fmt.Sprintf("source %s: %s; %s", name, e.Error(), facts.fateOf(name).told(name))
 		if !e.Terminal {
 			transient = append(transient, line)
-			if e != errNoAnswerYet {
+			if !errors.Is(e, errNoAnswerYet) {
 				// A call still running wakes the backend when it answers.
 				retried = append(retried, fmt.Sprintf("source %s: %s", name, e.Error()))
 			}

@@ -40,6 +40,7 @@ import (
 // theirs.
 type Queue struct {
 	share   int
+	workers int
 	limiter workqueue.TypedRateLimiter[reconcile.Request]
 	metrics queueMetrics
 	// passedOver counts the turns a namespace at its share let go.
@@ -55,6 +56,8 @@ type Queue struct {
 	items map[reconcile.Request]*entry
 	// flows holds the namespaces with ready or running items.
 	flows map[string]*flow
+	// running counts the items handed out, all namespaces together.
+	running int
 	// turns names the namespaces that have ready items, in the order they
 	// are served.
 	turns []string
@@ -114,6 +117,9 @@ type QueueOptions struct {
 	// Share is how many items of one namespace may run at once while
 	// another namespace has an item waiting (at least one).
 	Share int
+	// Workers is how many workers take items: the last free one goes only
+	// to a namespace running nothing (reserved). Zero reserves none.
+	Workers int
 	// RateLimiter delays rate-limited adds.
 	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
 	// PassedOver counts the turns a namespace at its share let go to
@@ -129,6 +135,7 @@ func NewQueue(o QueueOptions) *Queue {
 	}
 	q := &Queue{
 		share:      max(o.Share, 1),
+		workers:    o.Workers,
 		limiter:    o.RateLimiter,
 		metrics:    newQueueMetrics(o.Name),
 		passedOver: passedOver,
@@ -264,7 +271,7 @@ func (q *Queue) promote() {
 		q.mu.Lock()
 		now := q.now()
 		for len(q.waiting) > 0 && !q.waiting[0].at.After(now) {
-			q.makeReady(heap.Pop(&q.waiting).(*entry), now)
+			q.makeReady(popEntry(&q.waiting), now)
 		}
 		next := time.Hour
 		if len(q.waiting) > 0 {
@@ -309,25 +316,23 @@ func (q *Queue) GetWithPriority() (_ reconcile.Request, priority int, shutdown b
 }
 
 // nextTurn is the namespace whose item goes next: of the namespaces with
-// ready items, the first in the turns among those under their share (all
-// of them when none is, or when only one namespace waits), at the highest
-// priority they hold. q.mu is held.
+// ready items that may take a worker (reserved), the first in the turns
+// among those under their share (all of them when none is, or when only
+// one namespace waits), at the highest priority they hold. q.mu is held.
 func (q *Queue) nextTurn() (string, bool) {
-	if len(q.turns) == 0 {
-		return "", false
-	}
-	if len(q.turns) == 1 {
-		return q.turns[0], true
+	waiting := slices.DeleteFunc(slices.Clone(q.turns), q.reserved)
+	if len(waiting) <= 1 {
+		return first(waiting)
 	}
 	eligible := func(ns string) bool { return q.flows[ns].running < q.share }
-	if !slices.ContainsFunc(q.turns, eligible) {
+	if !slices.ContainsFunc(waiting, eligible) {
 		// Every waiting namespace runs its share (a share below half the
 		// workers): the one running least goes, so that no worker idles.
-		fewest := slices.MinFunc(q.turns, func(a, b string) int { return q.flows[a].running - q.flows[b].running })
+		fewest := slices.MinFunc(waiting, func(a, b string) int { return q.flows[a].running - q.flows[b].running })
 		eligible = func(ns string) bool { return q.flows[ns].running == q.flows[fewest].running }
 	}
 	best, found := "", false
-	for _, ns := range q.turns {
+	for _, ns := range waiting {
 		if !eligible(ns) {
 			continue
 		}
@@ -338,11 +343,31 @@ func (q *Queue) nextTurn() (string, bool) {
 	return best, found
 }
 
+// reserved tells whether the last free worker is kept from namespace ns:
+// it is, while ns already runs an item. The workers are one more than the
+// controller's --concurrent, and the last one goes only to a namespace
+// that runs nothing, so that a quiet namespace's backend finds a worker
+// at once even while a busy one holds every other worker in reconciles
+// that wait (on the request budget, on the API server): a namespace's
+// reconciles cannot be taken from it once they run. A fleet in one
+// namespace keeps --concurrent workers, as before. q.mu is held.
+func (q *Queue) reserved(ns string) bool {
+	return q.workers > 0 && q.workers-q.running <= 1 && q.flows[ns].running > 0
+}
+
+// first is the first of names, if any.
+func first(names []string) (string, bool) {
+	if len(names) == 0 {
+		return "", false
+	}
+	return names[0], true
+}
+
 // take hands out the first ready item of ns and sends ns to the back of
 // the turns. q.mu is held.
 func (q *Queue) take(ns string) *entry {
 	f := q.flows[ns]
-	it := heap.Pop(&f.ready).(*entry)
+	it := popEntry(&f.ready)
 	q.turns = slices.DeleteFunc(q.turns, func(t string) bool { return t == ns })
 	if len(f.ready) > 0 {
 		q.turns = append(q.turns, ns)
@@ -352,6 +377,7 @@ func (q *Queue) take(ns string) *entry {
 	q.metrics.latency.Observe(now.Sub(it.at).Seconds())
 	it.state, it.at = stateRunning, now
 	f.running++
+	q.running++
 	return it
 }
 
@@ -368,6 +394,7 @@ func (q *Queue) Done(item reconcile.Request) {
 	q.metrics.workDuration.Observe(now.Sub(it.at).Seconds())
 	f := q.flows[item.Namespace]
 	f.running--
+	q.running--
 	if f.running == 0 && len(f.ready) == 0 {
 		delete(q.flows, item.Namespace)
 	}
@@ -439,16 +466,22 @@ func (q *Queue) ShuttingDown() bool {
 // byTime is a heap of waiting items, soonest first.
 type byTime []*entry
 
+// Len, Less, Swap, Push and Pop make byTime a heap.Interface.
 func (h byTime) Len() int           { return len(h) }
 func (h byTime) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h byTime) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *byTime) Push(x any)        { it := x.(*entry); it.index = len(*h); *h = append(*h, it) }
-func (h *byTime) Pop() any          { return popLast((*[]*entry)(h)) }
+func (h byTime) Swap(i, j int)      { swapEntries(h, i, j) }
+
+// Push adds x, an *entry, at the end.
+func (h *byTime) Push(x any) { pushEntry((*[]*entry)(h), x) }
+
+// Pop removes the last item.
+func (h *byTime) Pop() any { return popLast((*[]*entry)(h)) }
 
 // byPriority is a heap of one namespace's ready items: highest priority
 // first, then first come.
 type byPriority []*entry
 
+// Len, Less, Swap, Push and Pop make byPriority a heap.Interface.
 func (h byPriority) Len() int { return len(h) }
 func (h byPriority) Less(i, j int) bool {
 	if h[i].priority != h[j].priority {
@@ -456,9 +489,26 @@ func (h byPriority) Less(i, j int) bool {
 	}
 	return h[i].seq < h[j].seq
 }
-func (h byPriority) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *byPriority) Push(x any)   { it := x.(*entry); it.index = len(*h); *h = append(*h, it) }
-func (h *byPriority) Pop() any     { return popLast((*[]*entry)(h)) }
+func (h byPriority) Swap(i, j int) { swapEntries(h, i, j) }
+
+// Push adds x, an *entry, at the end.
+func (h *byPriority) Push(x any) { pushEntry((*[]*entry)(h), x) }
+
+// Pop removes the last item.
+func (h *byPriority) Pop() any { return popLast((*[]*entry)(h)) }
+
+// swapEntries swaps two items of a heap's slice and their indexes.
+func swapEntries(h []*entry, i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+// pushEntry appends x, which heap.Push gives as an *entry.
+func pushEntry(h *[]*entry, x any) {
+	it, _ := x.(*entry)
+	it.index = len(*h)
+	*h = append(*h, it)
+}
 
 // popLast removes the last item of a heap's slice, as heap.Pop asks.
 func popLast(h *[]*entry) any {
@@ -467,5 +517,11 @@ func popLast(h *[]*entry) any {
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
 	it.index = -1
+	return it
+}
+
+// popEntry pops the first item of h.
+func popEntry(h heap.Interface) *entry {
+	it, _ := heap.Pop(h).(*entry)
 	return it
 }

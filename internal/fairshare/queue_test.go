@@ -207,3 +207,28 @@ func TestQueueShutDownWakesWorkers(t *testing.T) {
 		t.Fatal("a shut down queue took an item")
 	}
 }
+
+func TestQueueKeepsTheLastWorkerForANamespaceRunningNothing(t *testing.T) {
+	q := NewQueue(QueueOptions{Name: t.Name(), Share: 3, Workers: 5,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](0, 0)})
+	t.Cleanup(q.ShutDown)
+	for i := range 10 {
+		q.Add(req("busy", fmt.Sprintf("b%d", i)))
+	}
+	// Alone, the busy namespace takes four of the five workers, not the last.
+	for range 4 {
+		get(t, q)
+	}
+	q.mu.Lock()
+	ns, ok := q.nextTurn()
+	q.mu.Unlock()
+	if ok {
+		t.Fatalf("the last worker went to %s, which already runs 4", ns)
+	}
+	// A quiet namespace's backend takes it at once, with every other
+	// worker still held.
+	q.Add(req("quiet", "q"))
+	if r := get(t, q); r.Namespace != "quiet" {
+		t.Fatalf("the last worker went to %v", r)
+	}
+}
