@@ -9,9 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,29 +62,11 @@ func goldenFile(t *testing.T, path, got string) {
 // created, and returns a client of it; it stops when the test ends.
 func apiServer(t *testing.T, namespaces ...string) (*controlplane.ControlPlane, client.Client) {
 	t.Helper()
-	cp, err := controlplane.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
 	scheme, err := controllers.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cp.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ns := range namespaces {
-		if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return cp, c
+	return controlplane.ForTest(t, scheme, namespaces...)
 }
 
 // TestRenderSamples renders each sample, the static sources a snapshot is
