@@ -43,7 +43,11 @@ type lookups struct {
 	call func(context.Context, providers.Request) (providers.Result, error)
 	// wake queues a reconcile of a backend whose call answered after its
 	// pass had moved on.
-	wake    func(types.NamespacedName)
+	wake func(types.NamespacedName)
+	// track records a call in flight for the stuck-reconcile check
+	// (watchdog.Begin): a provider that ignores its deadline holds no
+	// worker, but its backend's work is stuck all the same.
+	track   func(backend types.NamespacedName) (end func())
 	timeout time.Duration
 	grace   time.Duration
 
@@ -86,9 +90,10 @@ type sourceCall struct {
 }
 
 // newLookups returns lookups that call providers with call, each call
-// bounded by timeout, and wake backends with wake.
-func newLookups(call func(context.Context, providers.Request) (providers.Result, error), wake func(types.NamespacedName), timeout time.Duration) *lookups {
-	return &lookups{call: call, wake: wake, timeout: timeout, grace: lookupGrace,
+// bounded by timeout and recorded with track, and wake backends with wake.
+func newLookups(call func(context.Context, providers.Request) (providers.Result, error), wake func(types.NamespacedName),
+	track func(types.NamespacedName) func(), timeout time.Duration) *lookups {
+	return &lookups{call: call, wake: wake, track: track, timeout: timeout, grace: lookupGrace,
 		calls: map[types.NamespacedName]map[string]*sourceCalls{}, slots: map[string]*namespaceSlots{}}
 }
 
@@ -151,7 +156,9 @@ func (l *lookups) ask(ctx context.Context, req providers.Request, spec uint64) s
 func (l *lookups) run(ctx context.Context, backend types.NamespacedName, slots *namespaceSlots, c *sourceCalls, call *sourceCall, req providers.Request) {
 	slots.sem <- struct{}{}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	end := l.track(backend)
 	res, err := l.call(ctx, req)
+	end()
 	cancel()
 	<-slots.sem
 

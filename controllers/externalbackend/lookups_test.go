@@ -78,7 +78,7 @@ func request(ns, backend, source string) providers.Request {
 func TestLookupsASlowCallFreesThePassAndWakesItsBackend(t *testing.T) {
 	g := &gatedCalls{gates: map[string]chan struct{}{}}
 	w := make(wakes, 10)
-	l := newLookups(g.call, w.wake, time.Minute)
+	l := newLookups(g.call, w.wake, noTrack, time.Minute)
 
 	// A quick call answers within the pass: no wake-up.
 	if got := l.ask(context.Background(), request("ns", "quick", "s"), 1); got.err != nil || len(got.res.Endpoints) != 1 {
@@ -121,7 +121,7 @@ func TestLookupsASlowCallFreesThePassAndWakesItsBackend(t *testing.T) {
 func TestLookupsForgetAnEditedOrRemovedSource(t *testing.T) {
 	g := &gatedCalls{gates: map[string]chan struct{}{}}
 	w := make(wakes, 10)
-	l := newLookups(g.call, w.wake, time.Minute)
+	l := newLookups(g.call, w.wake, noTrack, time.Minute)
 	open := g.gate("s")
 	req := request("ns", "b", "s")
 	l.ask(context.Background(), req, 1)
@@ -141,7 +141,7 @@ func TestLookupsForgetAnEditedOrRemovedSource(t *testing.T) {
 func TestLookupsSlotsArePerNamespace(t *testing.T) {
 	g := &gatedCalls{gates: map[string]chan struct{}{}}
 	w := make(wakes, 2*lookupsPerNamespace)
-	l := newLookups(g.call, w.wake, time.Minute)
+	l := newLookups(g.call, w.wake, noTrack, time.Minute)
 	// One namespace fills its slots with calls that never answer, and
 	// queues more behind them.
 	open := g.gate("stuck")
@@ -157,3 +157,6 @@ func TestLookupsSlotsArePerNamespace(t *testing.T) {
 		w.next(t)
 	}
 }
+
+// noTrack records nothing.
+func noTrack(types.NamespacedName) func() { return func() {} }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -100,7 +101,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.connections = connections.Reader{Client: r.Client, Namespace: r.Config.Namespace, Kinds: r.kinds()}
 	if r.Waker != nil {
 		// A call that outlasts its pass wakes the backend when it answers.
-		r.lookups = newLookups(r.Providers.Resolve, r.Waker.Wake, r.Config.ResolveTimeout)
+		track := func(key types.NamespacedName) func() { return r.Watchdog.Begin(controllerName, key.String()) }
+		r.lookups = newLookups(r.Providers.Resolve, r.Waker.Wake, track, r.Config.ResolveTimeout)
 	}
 	r.recreations = newRetryBuckets()
 	r.catchUps = newCatchUpBuckets(r.Config.StatusCatchUpRate)
@@ -123,7 +125,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Slices as metadata only: see slicecontent.go.
 		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.OnlyMetadata,
 			builder.WithPredicates(r.state.watchSliceDeletes(), r.state.notEchoes(kindEndpointSlice))).
-		Named("externalbackend").
+		Named(controllerName).
 		WithOptions(controller.Options{RateLimiter: retryLimiter(), MaxConcurrentReconciles: r.Workers + 1,
 			NewQueue: r.newQueue, LogConstructor: backendLogger(mgr.GetLogger())})
 	// Admission reads providers, namespaces and Secrets: a change to any
@@ -147,8 +149,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Waker != nil {
 		b = b.WatchesRawSource(source.Channel(r.Waker.events, &handler.EnqueueRequestForObject{}))
 	}
-	return b.Complete(r.Watchdog.Wrap("externalbackend", r))
+	return b.Complete(r.Watchdog.Wrap(controllerName, r))
 }
+
+// controllerName names the controller: its work queue, its metrics, the
+// stuck-reconcile check's records.
+const controllerName = "externalbackend"
 
 // providerRefIndex indexes ExternalBackends by the BackendProviders their
 // sources name.

@@ -64,13 +64,20 @@ func (w *Watchdog) Wrap(controller string, r reconcile.Reconciler) reconcile.Rec
 		if req.Namespace != "" {
 			key = req.Namespace + "/" + req.Name
 		}
-		defer w.begin(controller, key)()
+		defer w.Begin(controller, key)()
 		return r.Reconcile(ctx, req)
 	})
 }
 
-// begin records a reconcile that starts now, and returns what ends it.
-func (w *Watchdog) begin(controller, key string) (end func()) {
+// Begin records a reconcile of key that starts now, and returns what ends
+// it. Wrap calls it for each reconcile; a controller calls it too for the
+// part of a reconcile's work that goes on apart from its worker (a
+// provider call that outlasts its pass), which is as stuck as a worker
+// when it ignores its deadline. A nil watchdog records nothing.
+func (w *Watchdog) Begin(controller, key string) (end func()) {
+	if w == nil {
+		return func() {}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	id := w.next
