@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backendslice/backendslice/test/controlplane"
 	"github.com/backendslice/backendslice/test/dnstest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
@@ -84,11 +85,24 @@ func run(m *testing.M) int {
 		// The controller runs here, as the binary wires it, with leader
 		// election on: the framework's own has it off.
 		ControlPlaneOnly: true,
-		Started:          func(e *framework.Env) error { return startController(e, resolver.Addr) },
+		// Every victim create and attacker backend takes a cluster IP and
+		// keeps it for the run: the suites' /24 runs out. Allocations
+		// only: nothing connects to these addresses.
+		ServiceCIDRs: serviceCIDRs(),
+		Started:      func(e *framework.Env) error { return startController(e, resolver.Addr) },
 		Stopping: func() {
 			if running != nil {
 				running.stop()
 			}
 		},
 	})
+}
+
+// serviceCIDRs are the suites' Service ranges of the stack under test,
+// widened to /16 (and /108) so that a whole run's Services fit.
+func serviceCIDRs() string {
+	if os.Getenv(controlplane.StackEnv) == "single" {
+		return "10.96.0.0/16"
+	}
+	return "10.96.0.0/16,fd00:10:96::/108"
 }
