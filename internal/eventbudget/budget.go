@@ -17,6 +17,8 @@ package eventbudget
 import (
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Limit is a token bucket: Rate tokens a second, at most Burst held.
@@ -96,7 +98,7 @@ type Budget struct {
 	now    func() time.Time
 
 	mu     sync.Mutex
-	global bucket
+	global *rate.Limiter
 	// namespaces holds the namespaces whose bucket is not full or that
 	// were charged within the repeat window: memory follows the active
 	// namespaces, not every namespace that ever recorded an Event.
@@ -108,7 +110,7 @@ type Budget struct {
 // namespaceBudget is one namespace's bucket and the Events charged to it
 // within the repeat window.
 type namespaceBudget struct {
-	bucket  bucket
+	bucket  *rate.Limiter
 	charged map[Key]time.Time
 }
 
@@ -121,7 +123,7 @@ func New(limits Limits, now func() time.Time) *Budget {
 	return &Budget{
 		limits:     limits,
 		now:        now,
-		global:     fullBucket(limits.Global, t),
+		global:     newBucket(limits.Global),
 		namespaces: map[string]*namespaceBudget{},
 		swept:      t,
 	}
@@ -140,14 +142,14 @@ func (b *Budget) Allow(ns string, k Key) Verdict {
 	}
 	// Both buckets are checked before either is charged: an Event the
 	// global cap drops costs its namespace nothing.
-	if !nb.bucket.has(now, b.limits.PerNamespace) {
+	if nb.bucket.TokensAt(now) < 1 {
 		return OverNamespace
 	}
-	if !b.global.has(now, b.limits.Global) {
+	if b.global.TokensAt(now) < 1 {
 		return OverGlobal
 	}
-	nb.bucket.take()
-	b.global.take()
+	nb.bucket.AllowN(now, 1)
+	b.global.AllowN(now, 1)
 	nb.charged[k] = now
 	return Allowed
 }
@@ -164,7 +166,7 @@ func (b *Budget) Namespaces() int {
 func (b *Budget) namespace(ns string, now time.Time) *namespaceBudget {
 	nb, ok := b.namespaces[ns]
 	if !ok {
-		nb = &namespaceBudget{bucket: fullBucket(b.limits.PerNamespace, now), charged: map[Key]time.Time{}}
+		nb = &namespaceBudget{bucket: newBucket(b.limits.PerNamespace), charged: map[Key]time.Time{}}
 		b.namespaces[ns] = nb
 	}
 	return nb
@@ -184,42 +186,12 @@ func (b *Budget) sweep(now time.Time) {
 				delete(nb.charged, k)
 			}
 		}
-		if len(nb.charged) == 0 && nb.bucket.full(now, b.limits.PerNamespace) {
+		if len(nb.charged) == 0 && nb.bucket.TokensAt(now) >= float64(b.limits.PerNamespace.Burst) {
 			delete(b.namespaces, ns)
 		}
 	}
 }
 
-// bucket is a token bucket refilled by the caller's clock, so that tests
-// run it on a fake one.
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
-func fullBucket(l Limit, now time.Time) bucket {
-	return bucket{tokens: float64(l.Burst), at: now}
-}
-
-// refill adds the tokens earned since the bucket was last refilled.
-func (b *bucket) refill(now time.Time, l Limit) {
-	if now.After(b.at) {
-		b.tokens = min(float64(l.Burst), b.tokens+now.Sub(b.at).Seconds()*l.Rate)
-		b.at = now
-	}
-}
-
-// has tells whether a token is there, after refilling.
-func (b *bucket) has(now time.Time, l Limit) bool {
-	b.refill(now, l)
-	return b.tokens >= 1
-}
-
-// full tells whether the bucket holds its whole burst, after refilling.
-func (b *bucket) full(now time.Time, l Limit) bool {
-	b.refill(now, l)
-	return b.tokens >= float64(l.Burst)
-}
-
-// take spends a token that has said is there.
-func (b *bucket) take() { b.tokens-- }
+// newBucket is a full token bucket of l. The budget passes its own clock
+// to every call, so that tests run it on a fake one.
+func newBucket(l Limit) *rate.Limiter { return rate.NewLimiter(rate.Limit(l.Rate), l.Burst) }
