@@ -136,7 +136,7 @@ func (b *Budget) Allow(ns string, k Key) Verdict {
 	defer b.mu.Unlock()
 	now := b.now()
 	b.sweep(now)
-	nb := b.namespace(ns, now)
+	nb := b.namespace(ns)
 	if at, ok := nb.charged[k]; ok && now.Sub(at) < b.limits.RepeatWindow {
 		return Repeat
 	}
@@ -163,7 +163,7 @@ func (b *Budget) Namespaces() int {
 
 // namespace is ns's budget, a full bucket when ns is not remembered.
 // b.mu is held.
-func (b *Budget) namespace(ns string, now time.Time) *namespaceBudget {
+func (b *Budget) namespace(ns string) *namespaceBudget {
 	nb, ok := b.namespaces[ns]
 	if !ok {
 		nb = &namespaceBudget{bucket: newBucket(b.limits.PerNamespace), charged: map[Key]time.Time{}}
