@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // queued is how many requests wait, all flows together.
@@ -185,7 +187,7 @@ func TestRateLimiterCapsAFlowWhileOthersAsk(t *testing.T) {
 	}
 	for _, s := range steps {
 		now = now.Add(s.after)
-		capped := l.capWhileShared(s.flow)
+		capped := enterCap(l, s.flow)
 		if (capped != nil) != s.wantCap {
 			t.Fatalf("%s: capped %v, want %v", s.name, capped != nil, s.wantCap)
 		}
@@ -204,17 +206,125 @@ func TestRateLimiterCountsQueuedWorkAsAsking(t *testing.T) {
 	l.now = func() time.Time { return now }
 	q := newTestQueue(t, 3)
 	l.CountDemand(q)
-	if l.capWhileShared("attacker") != nil {
+	if enterCap(l, "attacker") != nil {
 		t.Fatal("a flow alone, with an empty queue, is capped")
 	}
 	q.Add(req("victim", "new"))
 	now = now.Add(10 * time.Millisecond)
-	if l.capWhileShared("attacker") == nil {
+	if enterCap(l, "attacker") == nil {
 		t.Fatal("the victim has work queued and has sent nothing yet: want the attacker capped")
 	}
 	q.Done(get(t, q))
 	now = now.Add(Window + time.Millisecond)
-	if l.capWhileShared("attacker") != nil {
+	if enterCap(l, "attacker") != nil {
 		t.Fatal("the victim's work is done: want the attacker's whole rate back")
+	}
+}
+
+// enterCap is the cap enter gives flow, for the tests that do not look at
+// the reserve.
+func enterCap(l *RateLimiter, flow string) *rate.Limiter {
+	capped, _ := l.enter(flow)
+	return capped
+}
+
+// establish makes flow a flow that has asked for longer than the Window:
+// two requests over the Window, then the clock a Window on from the first.
+func establish(t *testing.T, l *RateLimiter, now *time.Time, flow string) {
+	t.Helper()
+	ctx := WithFlow(context.Background(), flow)
+	for range 2 {
+		if err := l.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(Window/2 + time.Millisecond)
+	}
+}
+
+// waitBriefly waits for a token for at most 50 ms.
+func waitBriefly(l *RateLimiter, flow string) error {
+	ctx, cancel := context.WithTimeout(WithFlow(context.Background(), flow), 50*time.Millisecond)
+	defer cancel()
+	return l.Wait(ctx)
+}
+
+// TestRateLimiterKeepsAReserveForNewcomers checks that a flow asking for
+// longer than the Window empties the bucket only down to a quarter of the
+// burst, and that a flow that has just arrived takes that reserve at once,
+// ahead of the busy flow's queued requests.
+func TestRateLimiterKeepsAReserveForNewcomers(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	// One token a second: the bucket does not refill while the test runs.
+	l := NewRateLimiter(1, 8)
+	l.now = func() time.Time { return now }
+
+	establish(t, l, &now, "busy")
+	taken := 0
+	for waitBriefly(l, "busy") == nil {
+		taken++
+	}
+	// 8 tokens, 2 taken while it arrived, 2 left as the reserve.
+	if taken != 4 {
+		t.Fatalf("the busy flow took %d more tokens, want 4 (down to the reserve of 2)", taken)
+	}
+
+	queued := make(chan error, 1)
+	ctx, cancel := context.WithCancel(WithFlow(context.Background(), "busy"))
+	defer cancel()
+	go func() { queued <- l.Wait(ctx) }()
+	waitQueued(t, l, 1)
+	for i := range 2 {
+		if err := waitBriefly(l, "quiet"); err != nil {
+			t.Fatalf("the newcomer's request %d of 2 waited behind the busy flow: %v", i+1, err)
+		}
+	}
+	if l.queued() != 1 {
+		t.Fatalf("%d requests wait, want the busy flow's one", l.queued())
+	}
+	if err := waitBriefly(l, "quiet"); err == nil {
+		t.Fatal("the newcomer took a token from an empty bucket")
+	}
+	cancel()
+	if err := <-queued; err == nil {
+		t.Fatal("the busy flow's request was served from the reserve")
+	}
+}
+
+// TestRateLimiterServesANewcomerFirstFromAnEmptyBucket checks the
+// dispatcher's order when both wait: a newcomer's request, queued behind a
+// busy flow's, gets the first token that comes; the busy flow's waits until
+// the reserve is full again.
+func TestRateLimiterServesANewcomerFirstFromAnEmptyBucket(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	// A token every 50 ms; a reserve of 2.
+	l := NewRateLimiter(20, 8)
+	l.now = func() time.Time { return now }
+	establish(t, l, &now, "busy")
+	for l.TryAccept() {
+	}
+	// Empty the reserve too, with a flow that has just arrived.
+	for range 2 {
+		if err := waitBriefly(l, "other"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	for i, flow := range []string{"busy", "quiet"} {
+		wg.Go(func() {
+			if err := l.Wait(WithFlow(context.Background(), flow)); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			order = append(order, flow)
+			mu.Unlock()
+		})
+		waitQueued(t, l, i+1)
+	}
+	wg.Wait()
+	if want := []string{"quiet", "busy"}; !slices.Equal(order, want) {
+		t.Fatalf("granted in the order %q, want %q", order, want)
 	}
 }
