@@ -99,8 +99,56 @@ const (
 	FailureStatus      Failure = "status"
 	FailureNotServing  Failure = "not_serving"
 	FailureUnavailable Failure = "unavailable"
+	FailureTooLarge    Failure = "too_large"
 	FailureOther       Failure = "other"
 )
+
+// Bounds on what a probe reads from its target. A target's address is the
+// tenant's choice, so whatever answers there may answer anything; each
+// probe keeps what it has read until it ends, and --probe-concurrency
+// (256) probes run at once. Without these, net/http reads up to 10 MiB of
+// headers and gRPC up to 4 MiB a message and 16 MiB of headers, and a
+// server that never ends its answer holds that for the probe's timeout:
+// 64 such targets took the controller to 1.4 GiB.
+const (
+	// maxProbeHeaderBytes bounds an HTTP answer's status line and headers.
+	// A health check needs only the status line; 16 KiB leaves room for
+	// the cookies and security headers an ordinary web server adds. An
+	// answer whose headers go past it fails the probe at once (too_large).
+	maxProbeHeaderBytes = 16 << 10
+	// maxProbeBodyBytes is the most of an HTTP body a probe reads before it
+	// closes the connection. The body is not judged (the status code is);
+	// reading a small page to its end only spares the server a reset.
+	maxProbeBodyBytes = 4 << 10
+	// probeTLSHandshakeTimeout bounds an HTTPS probe's TLS handshake, well
+	// under a probe's usual timeout: a handshake takes a few round trips,
+	// and a server that starts one and never finishes it otherwise holds
+	// the probe's slot and the handshake's buffers for the whole timeout.
+	// A probe's own timeout, when shorter, still applies.
+	probeTLSHandshakeTimeout = 3 * time.Second
+	// maxProbeGRPCMessageBytes bounds a gRPC health answer, whose message
+	// is one enum: a few bytes. A larger one fails the probe (too_large).
+	maxProbeGRPCMessageBytes = 1 << 10
+	// maxProbeGRPCHeaderBytes bounds a gRPC answer's headers and trailers,
+	// as maxProbeHeaderBytes does HTTP's; the client announces it, so a
+	// conforming server refuses to send more.
+	maxProbeGRPCHeaderBytes = maxProbeHeaderBytes
+	// probeGRPCWindowBytes is the HTTP/2 flow-control window of a gRPC
+	// probe, for the stream and the connection: the most a server may send
+	// before the probe reads it. Fixing it also turns off gRPC's window
+	// growth (up to 16 MiB), which a fast sender would otherwise earn.
+	probeGRPCWindowBytes = 64 << 10
+)
+
+// errTooLarge is an answer larger than a probe reads (see the bounds above).
+var errTooLarge = errors.New("answer larger than a probe reads")
+
+// headersTooLarge tells whether err is net/http refusing headers past
+// MaxResponseHeaderBytes: net/http exports no error value for it, only
+// this text (TestHostileTargets fails if it changes).
+func headersTooLarge(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "server response headers exceeded")
+}
 
 // failureOf is err's category; "" for no error.
 func failureOf(err error) Failure {
@@ -113,6 +161,8 @@ func failureOf(err error) Failure {
 		return FailureNotServing
 	case errors.Is(err, errNoCA):
 		return FailureConfig
+	case errors.Is(err, errTooLarge):
+		return FailureTooLarge
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return FailureRefused
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
@@ -158,6 +208,10 @@ func grpcFailure(err error) Failure {
 		return FailureTimeout
 	case st.Code() == codes.Unavailable:
 		return FailureUnavailable
+	case st.Code() == codes.ResourceExhausted,
+		// grpc-go says so of headers past the announced limit.
+		st.Code() == codes.Internal && strings.Contains(st.Message(), "header list size"):
+		return FailureTooLarge
 	}
 	// The health service answered, but not SERVING (an unknown service).
 	return FailureNotServing
@@ -203,11 +257,14 @@ func httpGet(ctx context.Context, t Target, tc *tlsClient, addr string) error {
 	}
 	req.Header.Set("User-Agent", "backendslice-probe")
 	resp, err := client.Do(req)
+	if headersTooLarge(err) {
+		return fmt.Errorf("%w: headers past %d bytes: %w", errTooLarge, maxProbeHeaderBytes, err)
+	}
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBodyBytes))
 	if !statusAccepted(t.Check.StatusCodes, resp.StatusCode) {
 		return fmt.Errorf("%w: %d (accepted: %s)", errStatus, resp.StatusCode, t.Check.StatusCodes)
 	}
@@ -254,10 +311,12 @@ func (c *tlsClient) get() (*http.Client, error) {
 		}
 		c.client = &http.Client{
 			Transport: &http.Transport{
-				DialContext:       c.dial,
-				TLSClientConfig:   tc,
-				DisableKeepAlives: true,
-				Proxy:             nil,
+				DialContext:            c.dial,
+				TLSClientConfig:        tc,
+				TLSHandshakeTimeout:    probeTLSHandshakeTimeout,
+				MaxResponseHeaderBytes: maxProbeHeaderBytes,
+				DisableKeepAlives:      true,
+				Proxy:                  nil,
 			},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
@@ -383,6 +442,10 @@ func (p *Prober) grpcCheck(ctx context.Context, t Target, addr string) error {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return p.dial(ctx, "tcp", a) }),
 		grpc.WithUserAgent("backendslice-probe"),
+		grpc.WithMaxHeaderListSize(maxProbeGRPCHeaderBytes),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxProbeGRPCMessageBytes)),
+		grpc.WithInitialWindowSize(probeGRPCWindowBytes),
+		grpc.WithInitialConnWindowSize(probeGRPCWindowBytes),
 	)
 	if err != nil {
 		return err

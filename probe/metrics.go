@@ -26,7 +26,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"kind", "result"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "backendslice_probe_failures_total",
-			Help: "Failed probes, by kind and reason (refused, timeout, unreachable, reset, tls, config, status, not_serving, unavailable, other): the controller's view only; tenants see pass or fail.",
+			Help: "Failed probes, by kind and reason (refused, timeout, unreachable, reset, tls, config, status, not_serving, unavailable, too_large, other): the controller's view only; tenants see pass or fail.",
 		}, []string{"kind", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "backendslice_probe_duration_seconds",

@@ -99,6 +99,13 @@ func serveGRPC(t *testing.T, h *netlab.Host, port int) *health.Server {
 	srv := grpc.NewServer()
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
+	runGRPC(t, srv, l)
+	return hs
+}
+
+// runGRPC serves srv on l until the test ends.
+func runGRPC(t *testing.T, srv *grpc.Server, l net.Listener) {
+	t.Helper()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -108,7 +115,6 @@ func serveGRPC(t *testing.T, h *netlab.Host, port int) *health.Server {
 		srv.Stop()
 		<-done
 	})
-	return hs
 }
 
 // testPKI is a CA and a server certificate it signed.
