@@ -125,10 +125,8 @@ lint: golangci-lint ## Run golangci-lint (.golangci.yml), on the test modules to
 E2E_PKGS ?= ./test/e2e/...
 
 .PHONY: test
-test: $(TEST_PREREQS) ## Run all tests on a real kube-apiserver and etcd (envtest), dual-stack, then the end-to-end suites single-stack; and the workflows' lint.
-	$(ENVTEST_ENV) $(GO) test $(TEST_PKGS) $(TEST_FLAGS)
-	@for m in $(SUBMODULES); do echo "go test ($$m)"; (cd $$m && $(ENVTEST_ENV) $(GO) test ./... $(TEST_FLAGS)); done
-	$(ENVTEST_ENV) BACKENDSLICE_TEST_STACK=single $(GO) test $(E2E_PKGS) $(TEST_FLAGS)
+test: ## Run all tests on a real kube-apiserver and etcd (envtest), dual-stack, then the end-to-end suites single-stack; and the workflows' lint. Builds what they need first (test/run.sh: Consul and the data-path binaries build in the background while the suites that need neither run).
+	$(ENVTEST_ENV) GO=$(GO) MAKE=$(MAKE) TEST_PKGS='$(TEST_PKGS)' E2E_PKGS='$(E2E_PKGS)' TEST_FLAGS='$(TEST_FLAGS)' SUBMODULES='$(SUBMODULES)' bash test/run.sh
 
 .PHONY: verify
 verify: generate manifests fmt ## Fail if generated code, manifests, formatting or go.mod are out of date, or the kustomize base does not build.

@@ -93,13 +93,9 @@ func Run(t testing.TB, cfg Config) *Agent {
 // Start starts an agent and waits until it is the leader of its datacenter
 // with its own node in the catalog, so that registrations take at once.
 func Start(cfg Config) (*Agent, error) {
-	root, err := controlplane.RepoRoot()
+	bin, err := controlplane.Binary("consul", "consul")
 	if err != nil {
 		return nil, err
-	}
-	bin := filepath.Join(root, "bin", "consul")
-	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("%s not found: run `make consul` first (it builds the Consul agent from Go modules once)", bin)
 	}
 	ports, err := freePorts(5)
 	if err != nil {

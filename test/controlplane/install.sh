@@ -148,7 +148,9 @@ cd "$moddir"
 # -buildvcs=false: the checkout may have no commits, and the stamp is not wanted.
 export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false"
 
-ldflags=
+# -s -w: no symbol table or DWARF, which the tests never read, and which take
+# a good part of linking kube-apiserver and kube-controller-manager.
+ldflags="-s -w"
 if [[ $mod == k8s.io/kubernetes ]]; then
 	# What the Kubernetes release build stamps, so that /version and --version
 	# report the real version (Helm, discovery and kubectl read it).
@@ -157,7 +159,7 @@ if [[ $mod == k8s.io/kubernetes ]]; then
 	major=${version#v}
 	major=${major%%.*}
 	v=k8s.io/component-base/version
-	ldflags="-X $v.gitVersion=$version -X $v.gitMajor=$major -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
+	ldflags+=" -X $v.gitVersion=$version -X $v.gitMajor=$major -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
 fi
 
 echo "$name $version: downloading modules and listing packages..."

@@ -163,13 +163,5 @@ func waitForZone(ctx context.Context, kubeProxyLog, zone string) error {
 
 // LabBinary is the path of bin/name, which `make dataplane` builds.
 func LabBinary(name string) (string, error) {
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(root, "bin", name)
-	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("%s not found in bin/: run `make dataplane` (it builds it from Go modules once)", name)
-	}
-	return bin, nil
+	return controlplane.Binary(name, "dataplane")
 }
