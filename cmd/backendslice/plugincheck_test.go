@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,4 +89,35 @@ func runCommand(args ...string) (string, error) {
 	root.SetArgs(args)
 	err := root.Execute()
 	return out.String(), err
+}
+
+// TestPluginCheckFailsBrokenAnswers: a plugin process answering 200 with
+// a body that lacks a required field fails plugin-check, the failure
+// naming the field.
+func TestPluginCheckFailsBrokenAnswers(t *testing.T) {
+	bin, err := plugintest.BuildVerbatim(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, body, says string }{
+		{"empty object", `{}`, `plugin answer has no "endpoints" field`},
+		{"no serving", `{"endpoints":[{"address":"192.0.2.10"}]}`, `plugin answer's endpoints[0] has no "serving" field`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "answers.json")
+			answers, _ := json.Marshal(map[string]any{"resolve": map[string]any{"status": 200, "body": c.body}})
+			if err := os.WriteFile(file, answers, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p, err := plugintest.Start("http", bin, "-file", file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Kill)
+			out, err := runCommand("plugin-check", "--url", p.URL, "--cases", plugintest.Example("hostsfile", "testdata", "plugin-check.yaml"))
+			if err == nil || !strings.Contains(out, "FAIL Resolve") || !strings.Contains(out, c.says) {
+				t.Errorf("plugin-check of a plugin answering %s: %v\n%s", c.body, err, out)
+			}
+		})
+	}
 }

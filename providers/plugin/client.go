@@ -221,9 +221,9 @@ func (c *conn) info(ctx context.Context) error {
 	if r.status != http.StatusOK {
 		return c.refusal(protocol.InfoPath, r)
 	}
-	var info protocol.Info
-	if err := json.Unmarshal(r.body, &info); err != nil {
-		return garbage(c.who, protocol.InfoPath, "something that is not the protocol's JSON: "+providers.Printable(err.Error(), protocol.MaxMessageLength))
+	info, err := readInfo(r.body)
+	if err != nil {
+		return c.broken(protocol.InfoPath, err)
 	}
 	if !slices.Contains(info.ProtocolVersions, protocol.Version) {
 		return providers.Terminalf(v1alpha1.ReasonUnsupportedProtocol,
@@ -266,6 +266,10 @@ type answer struct {
 	// index is set when the plugin pushes; refresh when it does not.
 	index   string
 	refresh time.Duration
+	// note names what the controller ignored or left out of the answer
+	// (unknown fields, a hostname it cannot publish), for status; "" when
+	// the answer was taken whole.
+	note string
 }
 
 // resolve sends one resolve request: a long-poll when req carries an index.
@@ -278,76 +282,61 @@ func (c *conn) resolve(ctx context.Context, req protocol.ResolveRequest) (answer
 	if r.status != http.StatusOK {
 		return answer{}, c.refusal(protocol.ResolvePath, r)
 	}
-	var resp protocol.ResolveResponse
-	if err := json.Unmarshal(r.body, &resp); err != nil {
-		return answer{}, garbage(c.who, protocol.ResolvePath, "something that is not the protocol's JSON: "+providers.Printable(err.Error(), protocol.MaxMessageLength))
-	}
-	eps, err := endpointsOf(resp, c.maxEndpoints)
+	ans, err := readAnswer(r.body, c.maxEndpoints)
 	if err != nil {
-		return answer{}, garbage(c.who, protocol.ResolvePath, err.Error())
+		return answer{}, c.broken(protocol.ResolvePath, err)
 	}
-	return answer{endpoints: eps, index: resp.Index, refresh: refreshOf(resp.RefreshAfterSeconds)}, nil
+	return ans, nil
 }
 
-// refresh is when a plugin that does not push is asked again.
-func refreshOf(seconds int) time.Duration {
-	if seconds == 0 {
-		seconds = protocol.DefaultRefreshSeconds
+// broken is the failure of an answer to path that readAnswer, readInfo or
+// readRefusal refused: a brokenAnswer names the field, anything else is
+// not JSON at all.
+func (c *conn) broken(path string, err error) error {
+	var b *brokenAnswer
+	if errors.As(err, &b) {
+		return providers.Transient(fmt.Errorf("%s answered %s with a broken answer: %s; what the source published is kept",
+			c.who, path, b.msg))
 	}
-	return time.Duration(min(max(seconds, protocol.MinRefreshSeconds), protocol.MaxRefreshSeconds)) * time.Second
-}
-
-// endpointsOf checks an answer against the protocol's bounds and the
-// provider's maxEndpoints, and returns its endpoints. What an address may
-// be is normalisation's to decide, as for every source: here only what
-// would cost memory or make no sense.
-func endpointsOf(resp protocol.ResolveResponse, most int) ([]providers.Endpoint, error) {
-	if n := len(resp.Endpoints); n > most {
-		return nil, fmt.Errorf("%d endpoints, more than spec.plugin.maxEndpoints=%d", n, most)
-	}
-	if len(resp.Index) > protocol.MaxIndexLength {
-		return nil, fmt.Errorf("an index of %d bytes, more than %d", len(resp.Index), protocol.MaxIndexLength)
-	}
-	out := make([]providers.Endpoint, 0, len(resp.Endpoints))
-	for i, e := range resp.Endpoints {
-		switch {
-		case e.Address == "" || len(e.Address) > protocol.MaxAddressLength:
-			return nil, fmt.Errorf("endpoints[%d].address of %d bytes; 1 to %d", i, len(e.Address), protocol.MaxAddressLength)
-		case len(e.Zone) > protocol.MaxZoneLength:
-			return nil, fmt.Errorf("endpoints[%d].zone of %d bytes; at most %d", i, len(e.Zone), protocol.MaxZoneLength)
-		case len(e.Hostname) > protocol.MaxHostnameLength:
-			return nil, fmt.Errorf("endpoints[%d].hostname of %d bytes; at most %d", i, len(e.Hostname), protocol.MaxHostnameLength)
-		case e.Port < 0 || e.Port > 65535:
-			return nil, fmt.Errorf("endpoints[%d].port %d; 0 to 65535", i, e.Port)
-		}
-		out = append(out, providers.Endpoint{Address: e.Address, Zone: e.Zone, Hostname: e.Hostname,
-			Serving: e.Serving, Terminating: e.Terminating, Port: e.Port})
-	}
-	return out, nil
+	return garbage(c.who, path, "something that is not the protocol's JSON: "+providers.Printable(err.Error(), protocol.MaxMessageLength))
 }
 
 // refusal is the failure an answer other than 200 says, by its code.
 func (c *conn) refusal(path string, r reply) error {
+	refusal, err := readRefusal(r.body)
 	if r.status == http.StatusUnauthorized {
+		// The status decides; the body, when it is the protocol's, says why.
+		why := ""
+		if err == nil {
+			why = ": " + providers.Printable(refusal.Message, protocol.MaxMessageLength)
+		}
 		return providers.Terminalf(v1alpha1.ReasonAccessDenied,
-			"%s refused the controller's token (401 to %s); put the token the plugin expects into the Secret spec.plugin.tokenSecretRef names",
-			c.who, path)
+			"%s refused the controller's token (401 to %s)%s; put the token the plugin expects into the Secret spec.plugin.tokenSecretRef names",
+			c.who, path, why)
 	}
-	var er protocol.ErrorResponse
-	if err := json.Unmarshal(r.body, &er); err != nil || er.Error.Code == "" {
+	if err != nil {
+		var b *brokenAnswer
+		if errors.As(err, &b) {
+			return garbage(c.who, path, fmt.Sprintf("status %d without the protocol's error body (%s)", r.status, b.msg))
+		}
 		return garbage(c.who, path, fmt.Sprintf("status %d without the protocol's error body", r.status))
 	}
-	msg := providers.Printable(er.Error.Message, protocol.MaxMessageLength)
-	switch er.Error.Code {
+	msg := providers.Printable(refusal.Message, protocol.MaxMessageLength)
+	if want := protocol.StatusOf(refusal.Code); want != 0 && want != r.status {
+		// The code decides; the status the protocol gives it is named,
+		// so that the plugin's author sees the mismatch.
+		msg += fmt.Sprintf(" (answered with status %d; the protocol's status for %s is %d)", r.status, refusal.Code, want)
+	}
+	switch refusal.Code {
 	case protocol.CodeInvalidParameters:
 		return providers.Terminal(v1alpha1.ReasonInvalidSpec, fmt.Errorf("%s refused the parameters: %s; fix the parameters as it says", c.who, msg))
 	case protocol.CodeNotFound:
 		return providers.Gone(v1alpha1.ReasonBackendNotFound, fmt.Errorf("%s says the backend does not exist: %s", c.who, msg))
-	case protocol.CodeForbidden:
+	case protocol.CodeForbidden, protocol.CodeUnauthorized:
 		return providers.Terminal(v1alpha1.ReasonAccessDenied, fmt.Errorf("%s refuses this namespace or backend: %s", c.who, msg))
 	}
 	return providers.Transient(fmt.Errorf("%s cannot answer (%d %s): %s", c.who, r.status,
-		providers.Printable(er.Error.Code, 32), msg))
+		providers.Printable(refusal.Code, 32), msg))
 }
 
 // errNoAnswer says a watch stopped before the plugin answered it.

@@ -127,7 +127,9 @@ type watch struct {
 
 	done      bool
 	endpoints []providers.Endpoint
-	err       error
+	// note names what the controller ignored in the answer (answer.note).
+	note string
+	err  error
 	// seen is set once a Resolve returned the current answer. A failure
 	// that comes before an answer was seen waits in pending until it is:
 	// a plugin that pushes a change and dies at once has its change
@@ -177,19 +179,23 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 	if err := p.firstAnswer(ctx, w); err != nil {
 		return providers.Result{}, within(field, err)
 	}
-	eps, err := p.take(req.Namespace, req.Backend, w)
+	eps, note, err := p.take(req.Namespace, req.Backend, w)
 	if err != nil {
 		return providers.Result{}, within(field, err)
 	}
-	return providers.Result{Endpoints: eps}, nil
+	res := providers.Result{Endpoints: eps}
+	if note != "" {
+		res.Limit = field + ": " + note
+	}
+	return res, nil
 }
 
-// take returns w's current answer and marks it seen; a failure that
-// waited for it becomes current, and wakes the backend again.
-func (p *Provider) take(namespace, backend string, w *watch) ([]providers.Endpoint, error) {
+// take returns w's current answer (and its note) and marks it seen; a
+// failure that waited for it becomes current, and wakes the backend again.
+func (p *Provider) take(namespace, backend string, w *watch) ([]providers.Endpoint, string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	eps, err := slices.Clone(w.endpoints), w.err
+	eps, note, err := slices.Clone(w.endpoints), w.note, w.err
 	w.seen = true
 	if w.pending != nil {
 		w.err, w.pending = w.pending, nil
@@ -197,7 +203,7 @@ func (p *Provider) take(namespace, backend string, w *watch) ([]providers.Endpoi
 		// running this reconcile.
 		go p.waker.Wake(types.NamespacedName{Namespace: namespace, Name: backend})
 	}
-	return eps, err
+	return eps, note, err
 }
 
 // firstAnswer waits for w's first answer, at most the plugin's timeout
@@ -320,7 +326,7 @@ func (p *Provider) run(ctx context.Context, backend types.NamespacedName, w *wat
 		if ctx.Err() != nil {
 			return
 		}
-		p.publish(backend, w, ans.endpoints, err)
+		p.publish(backend, w, ans, err)
 		var pause time.Duration
 		switch {
 		case err != nil:
@@ -360,7 +366,7 @@ func (p *Provider) ask(ctx context.Context, c *conn, req protocol.ResolveRequest
 
 // publish keeps a watch's latest answer or failure and wakes the backend
 // when what it would resolve changed.
-func (p *Provider) publish(backend types.NamespacedName, w *watch, eps []providers.Endpoint, err error) {
+func (p *Provider) publish(backend types.NamespacedName, w *watch, ans answer, err error) {
 	p.mu.Lock()
 	if err != nil && w.done && w.err == nil && !w.seen {
 		// The answer before is not seen yet: its wake-up is on its way.
@@ -368,10 +374,10 @@ func (p *Provider) publish(backend types.NamespacedName, w *watch, eps []provide
 		p.mu.Unlock()
 		return
 	}
-	changed := !w.done || !sameError(w.err, err) || (err == nil && !sameEndpoints(w.endpoints, eps))
+	changed := !w.done || !sameError(w.err, err) || (err == nil && (!sameEndpoints(w.endpoints, ans.endpoints) || w.note != ans.note))
 	w.err, w.pending = err, nil
 	if err == nil {
-		w.endpoints = eps
+		w.endpoints, w.note = ans.endpoints, ans.note
 	}
 	if changed {
 		w.seen = false

@@ -239,6 +239,27 @@ func TestMisbehaving(t *testing.T) {
 		{"unknown code", 500, nil, `{"error":{"code":"Boom","message":"x"}}`, false, false, v1alpha1.ReasonSourceFailed, "cannot answer (500 Boom)"},
 		{"token refused", 401, nil, "", true, false, v1alpha1.ReasonAccessDenied, "refused the controller's token"},
 		{"not found", 404, nil, `{"error":{"code":"NotFound","message":"no such group"}}`, true, true, v1alpha1.ReasonBackendNotFound, "no such group"},
+		{"empty object", 200, nil, `{}`, false, false, v1alpha1.ReasonSourceFailed, `plugin answer has no "endpoints" field: answer "endpoints": [] to mean none`},
+		{"null endpoints", 200, nil, `{"endpoints":null}`, false, false, v1alpha1.ReasonSourceFailed, `plugin answer has a null "endpoints" field: answer "endpoints": [] to mean none`},
+		{"misspelt endpoints", 200, nil, `{"endpoint":[{"address":"192.0.2.1","serving":true}]}`, false, false, v1alpha1.ReasonSourceFailed,
+			`plugin answer has no "endpoints" field: answer "endpoints": [] to mean none (it has "endpoint", which the protocol does not)`},
+		{"capitalised endpoints", 200, nil, `{"Endpoints":[]}`, false, false, v1alpha1.ReasonSourceFailed, `has no "endpoints" field`},
+		{"endpoints not an array", 200, nil, `{"endpoints":{}}`, false, false, v1alpha1.ReasonSourceFailed, "plugin answer's endpoints is a JSON object, not an array"},
+		{"no serving", 200, nil, `{"endpoints":[{"address":"192.0.2.1","serving":true},{"address":"192.0.2.2"}]}`, false, false, v1alpha1.ReasonSourceFailed,
+			`plugin answer's endpoints[1] has no "serving" field: say "serving": true or false`},
+		{"null serving", 200, nil, `{"endpoints":[{"address":"192.0.2.1","serving":null}]}`, false, false, v1alpha1.ReasonSourceFailed, `endpoints[0] has a null "serving" field`},
+		{"serving a string", 200, nil, `{"endpoints":[{"address":"192.0.2.1","serving":"yes"}]}`, false, false, v1alpha1.ReasonSourceFailed,
+			"plugin answer's endpoints[0].serving is a JSON string, not true or false"},
+		{"no address", 200, nil, `{"endpoints":[{"serving":true}]}`, false, false, v1alpha1.ReasonSourceFailed, `endpoints[0] has no "address" field`},
+		{"endpoint not an object", 200, nil, `{"endpoints":[null]}`, false, false, v1alpha1.ReasonSourceFailed, "plugin answer's endpoints[0] is not a JSON object"},
+		{"negative refresh", 200, nil, `{"endpoints":[],"refreshAfterSeconds":-1}`, false, false, v1alpha1.ReasonSourceFailed, "refreshAfterSeconds -1"},
+		{"array answer", 200, nil, `[]`, false, false, v1alpha1.ReasonSourceFailed, "plugin answer is not a JSON object of the protocol"},
+		{"token refused, with why", 401, nil, `{"error":{"code":"Unauthorized","message":"token expired at noon"}}`, true, false, v1alpha1.ReasonAccessDenied,
+			"refused the controller's token (401 to /backendslice/v1/resolve): token expired at noon"},
+		{"status not the code's", 500, nil, `{"error":{"code":"NotFound","message":"no such group"}}`, true, true, v1alpha1.ReasonBackendNotFound,
+			"no such group (answered with status 500; the protocol's status for NotFound is 404)"},
+		{"error without message", 404, nil, `{"error":{"code":"NotFound"}}`, false, false, v1alpha1.ReasonSourceFailed,
+			`status 404 without the protocol's error body (plugin answer's error has no "message" field`},
 		{"long message", 422, nil, `{"error":{"code":"InvalidParameters","message":"` + strings.Repeat("x", 2000) + `"}}`, true, false, v1alpha1.ReasonInvalidSpec, strings.Repeat("x", 512) + "..."},
 	}
 	for _, c := range cases {
@@ -377,4 +398,28 @@ func (p *Provider) pendingOf(req providers.Request) error {
 		return w.pending
 	}
 	return nil
+}
+
+// TestIgnoredIsNamed: fields the protocol does not have and a hostname
+// that cannot be published do not fail the answer, but are named in the
+// result's note (status), so that a misspelt optional field is seen.
+func TestIgnoredIsNamed(t *testing.T) {
+	srv := hostile(200, nil, `{"endpoints":[{"address":"192.0.2.1","serving":true,"terminting":true,"hostname":"web_0"},`+
+		`{"address":"192.0.2.2","serving":false,"hostname":"web-1"}],"refreshAfterSecond":5}`)
+	t.Cleanup(srv.Close)
+	p := newProvider(t, newWakes())
+	res, err := p.Resolve(context.Background(), source("s", "web", connection(srv.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []providers.Endpoint{{Address: "192.0.2.1", Serving: true}, {Address: "192.0.2.2", Hostname: "web-1"}}
+	if fmt.Sprint(res.Endpoints) != fmt.Sprint(want) {
+		t.Errorf("endpoints %+v, want %+v", res.Endpoints, want)
+	}
+	for _, says := range []string{"spec.sources[s].plugin: the plugin's answer has", `endpoints[0].hostname "web_0", not a DNS-1123 label: published without it`,
+		`"endpoints[0].terminting", "refreshAfterSecond" not in the protocol, ignored`} {
+		if !strings.Contains(res.Limit, says) {
+			t.Errorf("note %q does not say %q", res.Limit, says)
+		}
+	}
 }

@@ -1,7 +1,8 @@
 // Package plugintest runs the example plugins (examples/plugins) as
 // processes of their own, for the tests that reach them over real HTTP
 // and HTTPS: the hostsfile plugin (Go, on the SDK), built once into a
-// directory, and the inventory plugin (Python, stdlib only).
+// directory, and the inventory plugin (Python, stdlib only); and the
+// verbatim plugin, which answers what its file says, broken or not.
 package plugintest
 
 import (
@@ -45,15 +46,27 @@ func Example(parts ...string) string {
 
 // BuildHostsfile builds the hostsfile plugin into dir and returns its path.
 func BuildHostsfile(dir string) (string, error) {
+	return build(dir, "hostsfile", "./examples/plugins/hostsfile")
+}
+
+// BuildVerbatim builds the verbatim plugin (test/plugintest/verbatim),
+// which answers exactly what its file says, into dir and returns its path.
+func BuildVerbatim(dir string) (string, error) {
+	return build(dir, "verbatim", "./test/plugintest/verbatim")
+}
+
+// build builds the command of package pkg (a path from the repository's
+// root) into dir as name, and returns its path.
+func build(dir, name, pkg string) (string, error) {
 	root, err := Root()
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "hostsfile")
-	cmd := exec.Command("go", "build", "-o", bin, "./examples/plugins/hostsfile")
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the hostsfile plugin: %w\n%s", err, out)
+		return "", fmt.Errorf("building the %s plugin: %w\n%s", name, err, out)
 	}
 	return bin, nil
 }

@@ -8,6 +8,12 @@ package protocol
 
 import (
 	_ "embed"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Version is the protocol version this package speaks: the path segment
@@ -117,7 +123,27 @@ const (
 	// CodeUnavailable: the plugin cannot answer now (SourceFailed); what
 	// the source published is kept and the request is retried.
 	CodeUnavailable = "Unavailable"
+	// CodeUnauthorized: the bearer token is not the one the plugin
+	// expects (AccessDenied); what the source published is kept. Sent
+	// with status 401, which decides whatever the body says.
+	CodeUnauthorized = "Unauthorized"
 )
+
+// statusOf is the one HTTP status of each error code.
+var statusOf = map[string]int{
+	CodeInvalidParameters: 422,
+	CodeNotFound:          404,
+	CodeForbidden:         403,
+	CodeUnavailable:       503,
+	CodeUnauthorized:      401,
+}
+
+// StatusOf is the HTTP status a plugin answers code with; 0 for a code
+// the protocol does not have (the controller reads it as Unavailable).
+func StatusOf(code string) int { return statusOf[code] }
+
+// Codes are the error codes of the protocol, in the document's order.
+var Codes = []string{CodeInvalidParameters, CodeNotFound, CodeForbidden, CodeUnavailable, CodeUnauthorized}
 
 // Limits of the protocol.
 const (
@@ -145,3 +171,37 @@ const (
 func MaxResponseBytes(maxEndpoints int) int64 {
 	return ResponseBaseBytes + int64(maxEndpoints)*ResponseBytesPerEndpoint
 }
+
+// Fields are the properties one schema of openapi.yaml has, and those it
+// requires: what a reader of an answer checks the answer against, so that
+// the document stays the one place that says it.
+type Fields struct {
+	// Known are the schema's properties, Required those it requires.
+	Known, Required []string
+}
+
+// schemaFields are the Fields of every schema of the document, read once.
+var schemaFields = sync.OnceValue(func() map[string]Fields {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Required   []string       `json:"required"`
+				Properties map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := yaml.Unmarshal(OpenAPI, &doc); err != nil {
+		// The document is embedded: a test reads it on every build.
+		panic(fmt.Sprintf("protocol: openapi.yaml does not parse: %v", err))
+	}
+	out := make(map[string]Fields, len(doc.Components.Schemas))
+	for name, s := range doc.Components.Schemas {
+		known := slices.Sorted(maps.Keys(s.Properties))
+		out[name] = Fields{Known: known, Required: slices.Clone(s.Required)}
+	}
+	return out
+})
+
+// SchemaFields are the Fields of the schema name of openapi.yaml (Info,
+// ResolveResponse, Endpoint, ErrorResponse, Error); none for another name.
+func SchemaFields(name string) Fields { return schemaFields()[name] }

@@ -37,8 +37,9 @@ var testChecks = backendprovider.CheckOptions{Interval: 2 * time.Second, Timeout
 
 var (
 	ctx = context.Background()
-	// hostsfile is the built hostsfile plugin.
-	hostsfile string
+	// hostsfile is the built hostsfile plugin, verbatim the plugin that
+	// answers what its file says.
+	hostsfile, verbatim string
 	// agent is the Consul agent the benchmark compares with.
 	agent *consultest.Agent
 	// plugins is the controller's plugin provider (the current one: a
@@ -56,6 +57,10 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	if hostsfile, err = plugintest.BuildHostsfile(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if verbatim, err = plugintest.BuildVerbatim(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
