@@ -104,15 +104,20 @@ func runValidate(cmd *cobra.Command, files []string, o validateOptions, vo valid
 	if len(files) == 0 {
 		return errors.New("no input: give files, folders or - (stdin)")
 	}
-	docs, err := validate.Read(cmd.InOrStdin(), files)
+	rep, err := validateFiles(cmd, files, vo)
+	if err != nil && o.output == "github" {
+		// The error names a file of the pull request: printed as cobra
+		// prints it, a name holding a newline would start a workflow
+		// command of its own.
+		cmd.SilenceErrors = true
+		if werr := validate.WriteGitHubError(cmd.ErrOrStderr(), err); werr != nil {
+			return werr
+		}
+		return errFailed
+	}
 	if err != nil {
 		return err
 	}
-	v, err := validate.New(vo)
-	if err != nil {
-		return err
-	}
-	rep := v.Validate(cmd.Context(), docs)
 	if err := write(cmd.OutOrStdout(), rep); err != nil {
 		return err
 	}
@@ -122,6 +127,19 @@ func runValidate(cmd *cobra.Command, files []string, o validateOptions, vo valid
 		return errFailed
 	}
 	return nil
+}
+
+// validateFiles reads files and checks them.
+func validateFiles(cmd *cobra.Command, files []string, vo validate.Options) (validate.Report, error) {
+	docs, err := validate.Read(cmd.InOrStdin(), files)
+	if err != nil {
+		return validate.Report{}, err
+	}
+	v, err := validate.New(vo)
+	if err != nil {
+		return validate.Report{}, err
+	}
+	return v.Validate(cmd.Context(), docs), nil
 }
 
 // parseNamespaceLabels reads --namespace-labels: NAMESPACE=KEY=VALUE,...

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -78,5 +80,54 @@ func TestParseNamespaceLabels(t *testing.T) {
 	}
 	if _, err := parseNamespaceLabels([]string{"payments=team"}); err == nil {
 		t.Error("a label without a value passed")
+	}
+}
+
+// TestValidateGitHubOutputCannotBeInjected replays the pull request that
+// printed a workflow command through the summary of kinds passed over,
+// and a file whose name starts one (a dangling link: the error names it):
+// the only lines the runner could take for commands are validate's own.
+func TestValidateGitHubOutputCannotBeInjected(t *testing.T) {
+	dir := t.TempDir()
+	write := fileWriter(t, dir)
+	kind := write("kind.yaml", "apiVersion: v1\nkind: \"ConfigMap\\n::stop-commands::zz\"\nmetadata: {name: x}\n"+
+		"---\napiVersion: v1\nkind: \"Secret\\r##[add-mask]x\"\nmetadata: {name: y}\n")
+	link := filepath.Join(dir, "x\n::stop-commands::zz.yaml")
+	if err := os.Symlink(filepath.Join(dir, "missing"), link); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, file string
+		// commands are the lines starting with "::" validate means.
+		commands []string
+	}{
+		{"a kind holding a command", kind, nil},
+		{"a file name holding a command", link, []string{"::error title=backendslice validate::"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := runValidateCommand(t, "", "-o", "github", c.file)
+			if c.commands != nil && !errors.Is(err, errFailed) {
+				t.Errorf("validate: %v, want it failed", err)
+			}
+			lines := strings.FieldsFunc(out, func(r rune) bool { return r == '\n' || r == '\r' })
+			var commands []string
+			for _, l := range lines {
+				l = strings.TrimLeft(l, " \t")
+				if strings.HasPrefix(l, "::") {
+					commands = append(commands, l)
+				}
+				if strings.Contains(l, "##[") {
+					t.Errorf("line %q can start a command", l)
+				}
+			}
+			if len(commands) != len(c.commands) {
+				t.Fatalf("commands %q, want %q; output:\n%s", commands, c.commands, out)
+			}
+			for i, prefix := range c.commands {
+				if !strings.HasPrefix(commands[i], prefix) {
+					t.Errorf("command %q, want it to start %q", commands[i], prefix)
+				}
+			}
+		})
 	}
 }

@@ -111,7 +111,11 @@ func WriteJSON(w io.Writer, r Report) error {
 
 // WriteGitHub writes GitHub Actions workflow commands: one ::error,
 // ::warning or ::notice annotation per finding, at the field's line (else
-// the document's), then the summary as a plain line.
+// the document's), then the summary as a plain line. Everything printed
+// comes from a pull request (file names, kinds, names, messages that quote
+// values) and the runner reads every line of a step's output for commands,
+// so every line is escaped: a finding's values can neither end its line
+// nor start a command of their own (see githubPlain).
 func WriteGitHub(w io.Writer, r Report) error {
 	var b strings.Builder
 	command := map[Severity]string{Error: "error", Warning: "warning", Note: "notice"}
@@ -128,19 +132,43 @@ func WriteGitHub(w io.Writer, r Report) error {
 			msg = o + ": " + msg
 		}
 		fmt.Fprintf(&b, "::%s file=%s,line=%d,title=%s::%s\n", command[f.Severity], escapeProperty(f.File), line,
-			escapeProperty("backendslice validate ("+f.Check+tail(f.Rule)+")"), escapeData(msg))
+			escapeProperty(githubTitle+" ("+f.Check+tail(f.Rule)+")"), escapeData(msg))
 	}
-	b.WriteString(r.summary() + "\n")
+	b.WriteString(githubPlain(r.summary()) + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// escapeData escapes a workflow command's message, as the Actions toolkit does.
+// githubTitle is the title of validate's annotations.
+const githubTitle = "backendslice validate"
+
+// WriteGitHubError writes err, which stopped validate before it had a
+// report (a file that cannot be read, named by the pull request), as one
+// ::error annotation, escaped as WriteGitHub escapes findings.
+func WriteGitHubError(w io.Writer, err error) error {
+	_, werr := fmt.Fprintf(w, "::error title=%s::%s\n", escapeProperty(githubTitle), escapeData(err.Error()))
+	return werr
+}
+
+// escapeData escapes a workflow command's message, as the Actions toolkit
+// does: the runner decodes it, and the command stays on one line.
 func escapeData(s string) string {
 	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
 }
 
-// escapeProperty escapes a workflow command's property value.
+// escapeProperty escapes a workflow command's property value, as the
+// Actions toolkit does: it cannot end the property (",") or the command's
+// head ("::").
 func escapeProperty(s string) string {
 	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
+}
+
+// githubPlain escapes a line that is not a workflow command. The runner
+// takes a line for a command when it starts with "::" (after blanks), or
+// when it holds "##[" anywhere (the older form), and ends a line at CR or
+// LF: escaping CR, LF and "#" as data leaves none of them, and a summary
+// starts with a count. Nothing decodes a plain line, so it shows the
+// escapes as they are.
+func githubPlain(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", "#", "%23").Replace(s)
 }
