@@ -89,6 +89,10 @@ SOURCE_DATE_EPOCH ?= $(or $(shell git log -1 --format=%ct 2>/dev/null),0)
 release: ## Build the release offline into bin/release/VERSION/: the chart (.tgz, and the OCI layout helm push sends), the multi-arch image, the binaries with CycloneDX SBOMs, SHA256SUMS (docs/release.md).
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./cmd/build-release -out $(BIN)/release -version $(VERSION)
 
+.PHONY: release-test
+release-test: ## Build the image and the release for every platform (linux/amd64 and linux/arm64; `make test` builds this machine's only) and check them: the release workflow runs it before `make release`.
+	BACKENDSLICE_RELEASE_PLATFORMS=all $(GO) test ./internal/image ./test/releasetest -run 'TestImage$$|TestRelease$$' -count=1 -v -timeout 30m
+
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy code for api/ (controller-gen object).
 	$(CONTROLLER_GEN) object paths=./api/...

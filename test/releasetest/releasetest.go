@@ -18,6 +18,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
+	"slices"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -26,6 +28,37 @@ import (
 	"github.com/backendslice/backendslice/internal/release"
 	"github.com/backendslice/backendslice/test/controlplane"
 )
+
+// PlatformsEnv chooses the platforms the image and release tests build:
+// "all" (`make release-test`, which the release workflow runs before
+// `make release`) for every one of image.Platforms; otherwise this
+// machine's only, so that `make test` compiles the binary for one
+// architecture, not for each.
+const PlatformsEnv = "BACKENDSLICE_RELEASE_PLATFORMS"
+
+// Platforms are the platforms PlatformsEnv chooses: this machine's is the
+// linux platform of its architecture, or the first of image.Platforms when
+// no image is built for it.
+func Platforms() []v1.Platform {
+	if os.Getenv(PlatformsEnv) == "all" {
+		return image.Platforms
+	}
+	host := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	if slices.ContainsFunc(image.Platforms, host.Equals) {
+		return []v1.Platform{host}
+	}
+	return image.Platforms[:1]
+}
+
+// PlatformNames are the platforms' names (linux/amd64), sorted.
+func PlatformNames(platforms []v1.Platform) []string {
+	names := make([]string, 0, len(platforms))
+	for _, p := range platforms {
+		names = append(names, p.String())
+	}
+	slices.Sort(names)
+	return names
+}
 
 // Build builds the release of this checkout (its chart's version) for
 // platforms (nil: every platform a release has) into outDir.
