@@ -83,9 +83,19 @@ func newConn(cc *providers.Connection, requests *atomic.Uint64) (*conn, error) {
 	}, nil
 }
 
+// HTTP/2 flow-control windows: the largest the protocol allows, and the
+// smallest a connection's may be.
+const (
+	maxHTTP2Window     = 4<<20 - 1
+	minHTTP2ConnWindow = 64 << 10
+)
+
 // NewHTTPClient is the HTTP client the controller reaches a plugin with:
 // its CA and server name, no proxy, no redirects followed, connections
-// kept for the long-polls.
+// kept for the long-polls, and every read bounded: the TLS handshake by
+// the provider's timeout, the headers by MaxResponseHeaderBytes (the body
+// is bounded where it is read, and the whole answer by the request's
+// deadline).
 func NewHTTPClient(pc *providers.PluginConnection) (*http.Client, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: pc.ServerName}
 	if len(pc.CAPEM) > 0 {
@@ -95,14 +105,24 @@ func NewHTTPClient(pc *providers.PluginConnection) (*http.Client, error) {
 		}
 		tlsCfg.RootCAs = pool
 	}
+	// What the transport buffers of an answer before the client reads it
+	// is bounded as the answer is: its headers by MaxResponseHeaderBytes
+	// (Go's default is 10 MiB, and each long-poll in flight could hold
+	// that much), an HTTP/2 stream's unread data by its window.
+	window := int(min(protocol.MaxResponseBytes(pc.MaxEndpoints)+1, maxHTTP2Window))
 	tr := &http.Transport{
 		// A plugin is a sidecar or a Service of the cluster: never reached
 		// through the proxy that the environment names for the clouds.
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: pc.Timeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:     tlsCfg,
-		TLSHandshakeTimeout: pc.Timeout,
-		ForceAttemptHTTP2:   true,
+		Proxy:                  nil,
+		DialContext:            (&net.Dialer{Timeout: pc.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:        tlsCfg,
+		TLSHandshakeTimeout:    pc.Timeout,
+		MaxResponseHeaderBytes: protocol.MaxResponseHeaderBytes,
+		ForceAttemptHTTP2:      true,
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerStream:     window,
+			MaxReceiveBufferPerConnection: max(window, minHTTP2ConnWindow),
+		},
 		// Every watch keeps a request open: let them keep their
 		// connections between requests instead of dialling each time.
 		MaxIdleConnsPerHost: 1024,
@@ -155,6 +175,7 @@ func (c *conn) do(ctx context.Context, method, path string, body any, wait time.
 				c.who, cap(c.slots), ctx.Err()))
 		}
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, wait+wait/16+c.timeout)
 	defer cancel()
 	var rd io.Reader
@@ -183,14 +204,14 @@ func (c *conn) do(ctx context.Context, method, path string, body any, wait time.
 	c.requests.Add(1)
 	resp, err := c.client.Do(req)
 	if err != nil {
-		err = providers.Transient(fmt.Errorf("%s: %s %s: %w", c.who, method, path, err))
+		err = providers.Transient(fmt.Errorf("%s: %s %s%s: %w", c.who, method, path, c.late(parent, ctx, wait), err))
 		c.reached(err)
 		return reply{}, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBytes+1))
 	if err != nil {
-		err = providers.Transient(fmt.Errorf("%s: reading the answer to %s %s: %w", c.who, method, path, err))
+		err = providers.Transient(fmt.Errorf("%s: reading the answer to %s %s%s: %w", c.who, method, path, c.late(parent, ctx, wait), err))
 		c.reached(err)
 		return reply{}, err
 	}
@@ -203,6 +224,18 @@ func (c *conn) do(ctx context.Context, method, path string, body any, wait time.
 			providers.Printable(resp.Header.Get("Location"), protocol.MaxMessageLength)))
 	}
 	return reply{status: resp.StatusCode, body: data}, nil
+}
+
+// late says why a request failed when its own deadline passed (and not
+// its caller's): the plugin did not answer whole in time.
+func (c *conn) late(parent, ctx context.Context, wait time.Duration) string {
+	if parent.Err() != nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ""
+	}
+	if wait == 0 {
+		return fmt.Sprintf(" (no whole answer within spec.plugin.timeout, %s)", c.timeout)
+	}
+	return fmt.Sprintf(" (no whole answer within the long-poll's %s wait, a 16th of it and spec.plugin.timeout, %s)", wait, c.timeout)
 }
 
 // garbage is an answer the protocol does not allow: a failure of the

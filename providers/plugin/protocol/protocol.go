@@ -159,6 +159,9 @@ const (
 	// answer: the base plus so much for each endpoint the provider allows.
 	ResponseBaseBytes        = 64 << 10
 	ResponseBytesPerEndpoint = 512
+	// MaxResponseHeaderBytes bounds the headers of an answer: the status
+	// line and every header line, as net/http counts them.
+	MaxResponseHeaderBytes = 32 << 10
 	// MinRefreshSeconds, MaxRefreshSeconds and DefaultRefreshSeconds
 	// bound RefreshAfterSeconds.
 	MinRefreshSeconds     = 1
