@@ -314,12 +314,23 @@ type StaticSource struct {
 
 // StaticEndpoint is one fixed endpoint.
 type StaticEndpoint struct {
+	// The name rules of address run on each of up to 16,000 addresses
+	// (16 sources of 1000): string functions rather than regular
+	// expressions keep them within the API server's cost budget. A name
+	// there is lower case, and ends in a dot only when all its letters are
+	// hex digits (the pattern's first alternative).
+
 	// address is an IPv4 or IPv6 address, or a DNS name when spec.addressTypes
 	// includes FQDN. Loopback, link-local and unspecified addresses are refused:
 	// the API server would reject them in an EndpointSlice. So are
 	// IPv4-mapped IPv6 addresses (::ffff:192.0.2.7: write 192.0.2.7), numbers
 	// written as names (1684301000, 0x64.0x64.0x64.0xc8: write the address)
-	// and names in the cluster's DNS domain (cluster.local, or ending in .svc).
+	// and names that lead back into the cluster, to the host or to a cloud's
+	// metadata service: in the cluster's DNS domain (cluster.local, or ending
+	// in .svc or .pod), a Service of a namespace every cluster has
+	// (kubernetes.default), localhost and names under it, the metadata
+	// services' names (metadata.google.internal, metadata.goog,
+	// instance-data.*) and names of one label, which resolvers complete.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -329,6 +340,11 @@ type StaticEndpoint struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('0x') || self.matches('[g-wyz]|\\\\b[a-fx]')",message="spec.sources[].static.endpoints[].address: looks like an IP address written as a name; write the address"
 	// +kubebuilder:validation:XValidation:rule="self != 'cluster.local' && !self.endsWith('.cluster.local') && !self.endsWith('.svc')",message="spec.sources[].static.endpoints[].address: a name in the cluster's DNS domain (cluster.local, or <service>.<namespace>.svc) points back into the cluster; name the outside backend"
 	// +kubebuilder:validation:XValidation:rule="!isIP(self) || (!ip(self).isLoopback() && !ip(self).isUnspecified() && !ip(self).isLinkLocalUnicast() && !ip(self).isLinkLocalMulticast())",message="loopback, link-local and unspecified addresses cannot be endpoints; use the backend's routable address"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[a-z]') || self.contains(':') || (self.endsWith('.') ? self.substring(0, self.size() - 1) : self).contains('.')",message="spec.sources[].static.endpoints[].address: a name of one label is completed by the resolver's search path, possibly into the cluster (db becomes db.<namespace>.svc.cluster.local); write the whole DNS name, such as db.example.com"
+	// +kubebuilder:validation:XValidation:rule="self != 'localhost' && !self.endsWith('.localhost')",message="spec.sources[].static.endpoints[].address: localhost and names under it resolve to the host's own loopback address (RFC 6761); name the outside backend"
+	// +kubebuilder:validation:XValidation:rule="!(self in ['metadata.google.internal', 'metadata.goog']) && !self.endsWith('.metadata.google.internal') && !self.endsWith('.metadata.goog')",message="spec.sources[].static.endpoints[].address: a name of a cloud's instance metadata service (metadata.google.internal, metadata.goog and names under them, instance-data.*) must not be published; name the outside backend"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('instance-data.')",message="spec.sources[].static.endpoints[].address: a name of a cloud's instance metadata service (metadata.google.internal, metadata.goog and names under them, instance-data.*) must not be published; name the outside backend"
+	// +kubebuilder:validation:XValidation:rule="!self.endsWith('.pod') && !(self.substring(self.indexOf('.') + 1) in ['default', 'kube-system', 'kube-public', 'kube-node-lease'])",message="spec.sources[].static.endpoints[].address: Pods' DNS search paths complete this name into the cluster (a Service of default, kube-system, kube-public or kube-node-lease, such as kubernetes.default, or a name ending in .pod); name the outside backend"
 	Address string `json:"address"`
 
 	// zone of the endpoint (for example eu-west-1a), used for topology hints.
@@ -350,14 +366,24 @@ type StaticEndpoint struct {
 
 // DNSSource resolves a DNS name to endpoints.
 type DNSSource struct {
-	// name to resolve (A and AAAA records, following CNAMEs). A name in the
-	// cluster's DNS domain and an IP address written as a name are refused.
+	// name to resolve (A and AAAA records, following CNAMEs). An IP address
+	// written as a name is refused, and so are names that lead back into the
+	// cluster, to the host or to a cloud's metadata service: in the
+	// cluster's DNS domain (cluster.local, or ending in .svc or .pod), a
+	// Service of a namespace every cluster has (kubernetes.default),
+	// localhost and names under it, the metadata services' names
+	// (metadata.google.internal, metadata.goog, instance-data.*) and names
+	// of one label, which resolvers complete.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || self.size() > 253 || self.matches('^([A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?[.])*[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?[.]?$')",message="spec.sources[].dns.name: not a DNS name (labels of 1 to 63 letters, digits, '-' or '_', separated by dots); an IP address belongs in a static source"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('(?i)^(0x[0-9a-f]*|[0-9]+)([.](0x[0-9a-f]*|[0-9]+))*[.]?$')",message="spec.sources[].dns.name: looks like an IP address written as a name; write the address in a static source"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('(?i)(^|[.])(cluster[.]local|svc)[.]?$')",message="spec.sources[].dns.name: a name in the cluster's DNS domain (cluster.local, or <service>.<namespace>.svc) points back into the cluster; name the outside backend"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z0-9_-]+[.]?$') || self.matches('^[0-9]+[.]?$')",message="spec.sources[].dns.name: a name of one label is completed by the resolver's search path, possibly into the cluster (db becomes db.<namespace>.svc.cluster.local); write the whole DNS name, such as db.example.com"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(?i)(^|[.])localhost[.]?$')",message="spec.sources[].dns.name: localhost and names under it resolve to the host's own loopback address (RFC 6761); name the outside backend"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(?i)(^|[.])(metadata[.]google[.]internal|metadata[.]goog)[.]?$') && !self.matches('(?i)^instance-data([.]|$)')",message="spec.sources[].dns.name: a name of a cloud's instance metadata service (metadata.google.internal, metadata.goog and names under them, instance-data.*) must not be published; name the outside backend"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(?i)^[^.]+[.](default|kube-system|kube-public|kube-node-lease)[.]?$') && !self.matches('(?i)(^|[.])pod[.]?$')",message="spec.sources[].dns.name: Pods' DNS search paths complete this name into the cluster (a Service of default, kube-system, kube-public or kube-node-lease, such as kubernetes.default, or a name ending in .pod); name the outside backend"
 	Name string `json:"name"`
 
 	// minRefresh is the shortest time between two lookups, whatever the TTL;

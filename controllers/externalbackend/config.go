@@ -2,9 +2,11 @@ package externalbackend
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/backendslice/backendslice/internal/coalesce"
+	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/internal/sliceplan"
 )
 
@@ -95,7 +97,7 @@ func DefaultChurn() sliceplan.Churn {
 func DefaultDeniedCIDRs() []string { return []string{"fd00:ec2::254/128", "100.100.100.200/32"} }
 
 // DefaultDeniedNames are metadata service names an FQDN endpoint must not aim at.
-func DefaultDeniedNames() []string { return []string{"metadata.google.internal", "metadata.goog"} }
+func DefaultDeniedNames() []string { return slices.Clone(publish.MetadataNames) }
 
 // DefaultReconcileTimeout bounds one reconcile unless configured: the
 // longest provider call (--resolve-timeout, 10s by default) plus the writes.

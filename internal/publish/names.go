@@ -123,16 +123,29 @@ func ClusterNameReason(name, clusterDomain string) string {
 	case last == "svc" || last == "pod":
 		return fmt.Sprintf("ends in .%s, which Pods' DNS search paths complete to %s.%s, in the cluster's DNS domain: "+
 			"a Service must not point back into the cluster", last, name, domain)
-	case len(labels) == 2 && slices.Contains(everyClustersNamespaces, last):
+	case len(labels) == 2 && slices.Contains(EveryClustersNamespaces, last):
 		return fmt.Sprintf("is a Service of namespace %s as Pods' DNS search paths complete it (%s.svc.%s): "+
 			"a Service must not point back into the cluster", last, name, domain)
 	case last == "localhost":
 		return "is localhost or under it, which resolvers answer with the host's own loopback address (RFC 6761)"
-	case labels[0] == "instance-data":
+	case labels[0] == MetadataLabel:
 		return "is a name of AWS's instance metadata service (instance-data): a Service must not point at the metadata service"
 	}
 	return ""
 }
 
-// everyClustersNamespaces are the namespaces every Kubernetes cluster has.
-var everyClustersNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+// EveryClustersNamespaces are the namespaces every Kubernetes cluster has.
+// The CRD refuses their Services as names too (a CEL rule lists them:
+// TestCRDRefusesWhatTheControllerRefuses keeps the two lists one).
+var EveryClustersNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+
+// MetadataNames are the DNS names of clouds' instance metadata services
+// (Google Cloud's): the controller denies them by default, with what
+// --denied-names adds, and the CRD refuses them and the names under them
+// (its CEL rule lists them: TestCRDRefusesWhatTheControllerRefuses).
+var MetadataNames = []string{"metadata.google.internal", "metadata.goog"}
+
+// MetadataLabel is the first label of the names of AWS's instance
+// metadata service (instance-data.ec2.internal,
+// instance-data.<region>.compute.internal).
+const MetadataLabel = "instance-data"

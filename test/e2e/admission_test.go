@@ -54,6 +54,14 @@ const (
 	dnsNumeric        = "spec.sources[].dns.name: looks like an IP address written as a name; write the address in a static source"
 	dnsInCluster      = "spec.sources[].dns.name: a name in the cluster's DNS domain (cluster.local, or <service>.<namespace>.svc) points back into the cluster; name the outside backend"
 	dnsNotAName       = "spec.sources[].dns.name: not a DNS name (labels of 1 to 63 letters, digits, '-' or '_', separated by dots); an IP address belongs in a static source"
+	staticOneLabel    = "spec.sources[].static.endpoints[].address: a name of one label is completed by the resolver's search path, possibly into the cluster (db becomes db.<namespace>.svc.cluster.local); write the whole DNS name, such as db.example.com"
+	staticLocalhost   = "spec.sources[].static.endpoints[].address: localhost and names under it resolve to the host's own loopback address (RFC 6761); name the outside backend"
+	staticMetadata    = "spec.sources[].static.endpoints[].address: a name of a cloud's instance metadata service (metadata.google.internal, metadata.goog and names under them, instance-data.*) must not be published; name the outside backend"
+	staticSearchPath  = "spec.sources[].static.endpoints[].address: Pods' DNS search paths complete this name into the cluster (a Service of default, kube-system, kube-public or kube-node-lease, such as kubernetes.default, or a name ending in .pod); name the outside backend"
+	dnsOneLabel       = "spec.sources[].dns.name: a name of one label is completed by the resolver's search path, possibly into the cluster (db becomes db.<namespace>.svc.cluster.local); write the whole DNS name, such as db.example.com"
+	dnsLocalhost      = "spec.sources[].dns.name: localhost and names under it resolve to the host's own loopback address (RFC 6761); name the outside backend"
+	dnsMetadata       = "spec.sources[].dns.name: a name of a cloud's instance metadata service (metadata.google.internal, metadata.goog and names under them, instance-data.*) must not be published; name the outside backend"
+	dnsSearchPath     = "spec.sources[].dns.name: Pods' DNS search paths complete this name into the cluster (a Service of default, kube-system, kube-public or kube-node-lease, such as kubernetes.default, or a name ending in .pod); name the outside backend"
 	consulService     = "spec.sources[].consul.service: a Consul service name is 1 to 128 letters, digits, '-', '_' and '.', starting and ending with a letter or digit, without '..'"
 	consulTag         = "spec.sources[].consul.tags[]: a tag is 1 to 128 letters, digits, '-', '_', '.', ':' and '='"
 	consulNamespace   = "spec.sources[].consul.namespace: a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)"
@@ -240,6 +248,18 @@ var refusedSpecs = []struct {
 	{"svc static name", addresses(withFQDN, "db.payments.svc"), []cause{{addr0, staticInCluster}}},
 	{"DNS name without FQDN", addresses(nil, "db.example.com"), []cause{{"spec", staticNeedsFQDN}}},
 
+	// Names that lead back into the cluster, to the host or to a metadata
+	// service, which the controller refuses too.
+	{"static name of one label", addresses(withFQDN, "db"), []cause{{addr0, staticOneLabel}}},
+	{"static name of one label without FQDN", addresses(nil, "cafe"), []cause{{addr0, staticOneLabel}, {"spec", staticNeedsFQDN}}},
+	{"static name under localhost", addresses(withFQDN, "db.localhost"), []cause{{addr0, staticLocalhost}}},
+	{"static GCE metadata name", addresses(withFQDN, "metadata.google.internal"), []cause{{addr0, staticMetadata}}},
+	{"static name under a metadata name", addresses(withFQDN, "x.metadata.goog"), []cause{{addr0, staticMetadata}}},
+	{"static AWS instance-data name", addresses(withFQDN, "instance-data.ec2.internal"), []cause{{addr0, staticMetadata}}},
+	{"static kubernetes.default", addresses(withFQDN, "kubernetes.default"), []cause{{addr0, staticSearchPath}}},
+	{"static Pod name", addresses(withFQDN, "10-0-0-1.default.pod"), []cause{{addr0, staticSearchPath}}},
+	{"static metadata name after a good one", addresses(withFQDN, "db.example.com", "metadata.goog"), []cause{{"spec.sources[0].static.endpoints[1].address", staticMetadata}}},
+
 	{"dns one number", dnsOf("1684301000"), []cause{{dnsName, dnsNumeric}}},
 	{"dns hex dotted", dnsOf("0x64.0x64.0x64.0xc8"), []cause{{dnsName, dnsNumeric}}},
 	{"dns hex in capitals", dnsOf("0X64.0X64.0X64.0XC8"), []cause{{dnsName, dnsNumeric}}},
@@ -254,6 +274,17 @@ var refusedSpecs = []struct {
 	{"dns IPv6", dnsOf("2001:db8::7"), []cause{{dnsName, dnsNotAName}}},
 	{"dns empty label", dnsOf("db..example.com"), []cause{{dnsName, dnsNotAName}}},
 	{"dns with a slash", dnsOf("db.example.com/x"), []cause{{dnsName, dnsNotAName}}},
+	{"dns name of one label", dnsOf("db"), []cause{{dnsName, dnsOneLabel}}},
+	{"dns name of one label, absolute", dnsOf("db."), []cause{{dnsName, dnsOneLabel}}},
+	{"dns localhost", dnsOf("localhost"), []cause{{dnsName, dnsOneLabel}, {dnsName, dnsLocalhost}}},
+	{"dns name under localhost", dnsOf("db.localhost"), []cause{{dnsName, dnsLocalhost}}},
+	{"dns name under localhost, absolute in capitals", dnsOf("DB.LocalHost."), []cause{{dnsName, dnsLocalhost}}},
+	{"dns GCE metadata name", dnsOf("Metadata.Google.Internal."), []cause{{dnsName, dnsMetadata}}},
+	{"dns name under a metadata name", dnsOf("x.metadata.google.internal"), []cause{{dnsName, dnsMetadata}}},
+	{"dns AWS instance-data name", dnsOf("instance-data.eu-west-1.compute.internal"), []cause{{dnsName, dnsMetadata}}},
+	{"dns kubernetes.default", dnsOf("kubernetes.default"), []cause{{dnsName, dnsSearchPath}}},
+	{"dns kube-dns.kube-system absolute", dnsOf("kube-dns.kube-system."), []cause{{dnsName, dnsSearchPath}}},
+	{"dns Pod name", dnsOf("10-0-0-1.default.pod"), []cause{{dnsName, dnsSearchPath}}},
 
 	// Consul names go into the URL path and query.
 	{"consul service climbing the path", one("consul", `{"service":"../../v1/agent/self"}`), []cause{{consul + ".service", consulService}}},
@@ -305,7 +336,8 @@ var acceptedSpecs = []struct{ name, spec string }{
 	{"NAT64 dotted", addresses(nil, "64:ff9b::192.0.2.7")},
 	{"IPv6 with ffff elsewhere", addresses(nil, "2001:db8:ffff::1")},
 	{"IPv4 and IPv6", addresses(nil, "192.0.2.10", "2001:db8::10")},
-	{"names with FQDN", addresses(withFQDN, "db.example.com", "1e100.net", "db0x1.example.com", "svc.example.com")},
+	{"names with FQDN", addresses(withFQDN, "db.example.com", "1e100.net", "db0x1.example.com", "svc.example.com",
+		"localhost.example.com", "kubernetes.default.example.com", "instance-data-backup.example.com", "pod.example.com", "cafe.example")},
 	{"regions and instance IDs", `{"sources":[
 		{"name":"eu","awsEC2":{"region":"eu-west-1","instanceIDs":["i-01234567","i-0123456789abcdef0"]}},
 		{"name":"gov","awsEC2":{"region":"us-gov-west-1","tags":{"app":"web"}}},
@@ -323,7 +355,9 @@ var acceptedSpecs = []struct{ name, spec string }{
 	{"consul service with dots and underscores", one("consul", `{"service":"web.v2_api-1"}`)},
 	{"as many fixed addresses as the controller publishes, of each family", fixed(most-1000, 5000, 0, 1000)},
 	{"dns names", `{"sources":[{"name":"a","dns":{"name":"db.example.com."}},{"name":"b","dns":{"name":"_db._tcp.Example.COM"}},
-		{"name":"c","dns":{"name":"1e100.net"}},{"name":"d","dns":{"name":"cluster.local.example.com"}}]}`},
+		{"name":"c","dns":{"name":"1e100.net"}},{"name":"d","dns":{"name":"cluster.local.example.com"}},
+		{"name":"e","dns":{"name":"db.localhosts"}},{"name":"f","dns":{"name":"kube-system.example.com"}},
+		{"name":"g","dns":{"name":"metadata.google.internal.example.com."}},{"name":"h","dns":{"name":"x-instance-data.example.com"}}]}`},
 	{"probe path and query", probed("/health/ready?verbose=1&x=a%2Fb")},
 	{"probe path of 256 characters", probed("/" + strings.Repeat("a", 255))},
 	{"drain period of 1h", drain("1h")},

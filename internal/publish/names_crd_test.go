@@ -1,0 +1,97 @@
+package publish
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/config/crd"
+	"github.com/backendslice/backendslice/internal/admission"
+	"github.com/backendslice/backendslice/providers"
+)
+
+// TestCRDRefusesWhatTheControllerRefuses: the names the controller refuses
+// for what the CRD can know too (its lists, with the default cluster
+// domain) are refused at admission, as a static FQDN address and as a dns
+// source's name, by the CRD's own CEL rules run offline; the names beside
+// them that the controller publishes pass admission. The cases are built
+// from the controller's lists (EveryClustersNamespaces, MetadataNames,
+// MetadataLabel), so a name added to them but not to the CRD's rules
+// fails here. Names under a metadata name are the CRD's alone: the
+// controller refuses the metadata names themselves.
+func TestCRDRefusesWhatTheControllerRefuses(t *testing.T) {
+	checker, err := admission.New(crd.ExternalBackendYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type nameCase struct {
+		name string
+		// controller tells whether the controller refuses it too.
+		refused, controller bool
+	}
+	var cases []nameCase
+	refuse := func(controller bool, names ...string) {
+		for _, n := range names {
+			cases = append(cases, nameCase{name: n, refused: true, controller: controller})
+		}
+	}
+	accept := func(names ...string) {
+		for _, n := range names {
+			cases = append(cases, nameCase{name: n})
+		}
+	}
+	for _, ns := range EveryClustersNamespaces {
+		refuse(true, "kubernetes."+ns, "db."+strings.ToUpper(ns)+".")
+		accept("kubernetes."+ns+".example.com", ns+".example.com", "kubernetes."+ns+"s")
+	}
+	for _, m := range MetadataNames {
+		refuse(true, m, strings.ToUpper(m)+".")
+		refuse(false, "x."+m)
+		accept(m+".example.com", "x"+m)
+	}
+	refuse(true, MetadataLabel+".ec2.internal", MetadataLabel+".eu-west-1.compute.internal")
+	accept("x-"+MetadataLabel+".example.com", MetadataLabel+"-backup.example.com")
+	refuse(true, "db.localhost", "a.b.LocalHost.", "db.payments.pod")
+	accept("localhost.example.com", "db.localhosts", "pod.example.com")
+	refuse(true, "db", "cafe", "db.")
+	accept("db.example.com", "db.example")
+
+	pol := Policy{AddressTypes: []v1alpha1.AddressType{v1alpha1.AddressTypeFQDN}, DeniedNames: MetadataNames}
+	for _, c := range cases {
+		// The static address field takes lower-case names without the
+		// trailing dot; the dns source's name takes both.
+		static := strings.TrimSuffix(strings.ToLower(c.name), ".")
+		for _, spec := range []struct{ field, name, json string }{
+			{"spec.sources[0].static.endpoints[0].address", static, `{"name":"s","static":{"endpoints":[{"address":` + quote(t, static) + `}]}}`},
+			{"spec.sources[0].dns.name", c.name, `{"name":"s","dns":{"name":` + quote(t, c.name) + `}}`},
+		} {
+			obj := `{"apiVersion":"backendslice.io/v1alpha1","kind":"ExternalBackend","metadata":{"name":"db"},"spec":{` +
+				`"addressTypes":["IPv4","IPv6","FQDN"],"service":{"ports":[{"name":"pg","port":5432}]},"sources":[` + spec.json + `]}}`
+			res := checker.Create(context.Background(), []byte(obj), "payments")
+			for _, cause := range res.Causes() {
+				if cause.Field != spec.field || !strings.Contains(cause.Message, "spec.sources[].") || !strings.Contains(cause.Message, "; ") {
+					t.Errorf("%s %q: cause %s %q, want one on the field whose message names it and the fix", spec.field, spec.name, cause.Field, cause.Message)
+				}
+			}
+			if refused := res.Err != nil; refused != c.refused {
+				t.Errorf("%s %q: refused at admission %v (%v), want %v", spec.field, spec.name, refused, res.Err, c.refused)
+			}
+		}
+		_, dropped := Normalize([]SourceResult{{Name: "s", Endpoints: []providers.Endpoint{{Address: static, Serving: true}}}}, pol)
+		if controller := len(dropped) > 0; controller != c.controller {
+			t.Errorf("%q: dropped by the controller %v (%v), want %v", static, controller, dropped, c.controller)
+		}
+	}
+}
+
+// quote is s as a JSON string.
+func quote(t *testing.T, s string) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
