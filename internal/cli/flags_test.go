@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/backendslice/backendslice/controllers"
 )
 
@@ -73,6 +75,29 @@ func TestProviderCheckFlags(t *testing.T) {
 			t.Errorf("%v: checks %+v", c.args, opts.ProviderChecks)
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%v: %v, want an error containing %q", c.args, err, c.err)
+		}
+	}
+}
+
+// TestWatchBudgetFlags: the watch budgets and the namespaces' floor reach
+// the providers' options, with their defaults when not given.
+func TestWatchBudgetFlags(t *testing.T) {
+	for _, c := range []struct {
+		args                    []string
+		perAgent, plugin, floor int
+	}{
+		{args: nil, perAgent: 150, plugin: 10000, floor: 10},
+		{args: []string{"--consul-max-watches-per-agent=120", "--plugin-max-watches=500", "--namespace-watch-floor=4"}, perAgent: 120, plugin: 500, floor: 4},
+	} {
+		var f ControllerFlags
+		fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+		f.Bind(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if p := f.Providers; p.Consul.MaxWatchesPerAgent != c.perAgent || p.Plugin.MaxWatches != c.plugin || p.NamespaceWatchFloor != c.floor {
+			t.Errorf("%v: per agent %d, plugin %d, floor %d; want %d, %d, %d", c.args,
+				p.Consul.MaxWatchesPerAgent, p.Plugin.MaxWatches, p.NamespaceWatchFloor, c.perAgent, c.plugin, c.floor)
 		}
 	}
 }

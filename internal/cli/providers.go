@@ -29,6 +29,7 @@ func NewProviders(ctx context.Context, o ProviderOptions) (Providers, error) {
 		return Providers{}, err
 	}
 	waker := externalbackend.NewChannelWaker()
+	o.Consul.NamespaceWatchFloor, o.Plugin.NamespaceWatchFloor = o.NamespaceWatchFloor, o.NamespaceWatchFloor
 	consul, err := consulprovider.New(o.Consul, waker)
 	if err != nil {
 		return Providers{}, err

@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/fairshare"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -40,14 +41,18 @@ type conn struct {
 	// BackendProvider sets the one its request carries, so that the newest
 	// reader of the Secret is asked.
 	token func() (string, error)
-	// watches is how many watches use the connection: a BackendProvider's is
-	// dropped with the last one.
-	watches int
+	// seats are the watches that use the connection, by namespace: a
+	// BackendProvider's is dropped with the last one. Set for a
+	// connection that watches (not for a check's).
+	seats *fairshare.Seats
+	// agent is the Consul agent the connection reaches, set with its
+	// first watch.
+	agent *agent
 }
 
 // ownConn is the controller's own connection, from its options.
-func ownConn(client *api.Client, addr string, token *tokenFile) *conn {
-	c := &conn{who: "the controller's --consul-* flags", addr: addr, client: client}
+func ownConn(client *api.Client, addr string, token *tokenFile, maxWatches, floor int) *conn {
+	c := &conn{who: "the controller's --consul-* flags", addr: addr, client: client, seats: fairshare.NewSeats(maxWatches, floor)}
 	if token != nil {
 		c.token = token.get
 	}

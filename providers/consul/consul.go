@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/fairshare"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -55,6 +56,10 @@ type Provider struct {
 	interests map[interest]*watch
 	// conns are the BackendProviders' connections some watch uses.
 	conns map[connID]*conn
+	// agents are the agent addresses some connection reaches (budget.go).
+	agents map[string]*agent
+	// started counts the watches started, to tell the newest.
+	started uint64
 }
 
 // New returns a provider that reaches Consul as opts say and wakes the
@@ -80,11 +85,12 @@ func New(opts Options, waker providers.Waker) (*Provider, error) {
 	}
 	p := &Provider{
 		opts:      opts,
-		own:       ownConn(client, addr, token),
+		own:       ownConn(client, addr, token, opts.MaxWatches, opts.NamespaceWatchFloor),
 		waker:     waker,
 		watches:   map[watchKey]*watch{},
 		interests: map[interest]*watch{},
 		conns:     map[connID]*conn{},
+		agents:    map[string]*agent{},
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
@@ -126,7 +132,8 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 		datacenter = cmp.Or(datacenter, cc.Consul.Datacenter)
 	}
 	key, q := keyOf(id, datacenter, src)
-	w, err := p.use(interest{types.NamespacedName{Namespace: req.Namespace, Name: req.Backend}, req.Source.Name}, key, q, req.Connection)
+	w, err := p.use(interest{types.NamespacedName{Namespace: req.Namespace, Name: req.Backend}, req.Source.Name}, key, q, req.Connection,
+		p.agentOf(ctx, id, req.Connection))
 	if err != nil {
 		return providers.Result{}, err
 	}
@@ -192,29 +199,49 @@ func failure(source, service, who string, err error) error {
 }
 
 // use makes i a user of the watch of key, starting that watch (and making
-// the client of its connection cc) if needed, and stops using the watch i
-// used before if that had another key. The new watch is taken before the
-// old one is let go, so that a client both use is kept.
-func (p *Provider) use(i interest, key watchKey, q query, cc *providers.Connection) (*watch, error) {
+// the client of its connection cc, which reaches the agent at agentAddr)
+// if needed, and stops using the watch i used before if that had another
+// key. The new watch is taken before the old one is let go, so that a
+// client both use is kept. A new watch needs a seat of its connection's
+// budget and of its agent's (admit); the backends whose watch was stopped
+// to seat it are woken, to say so on their status.
+func (p *Provider) use(i interest, key watchKey, q query, cc *providers.Connection, agentAddr string) (*watch, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, providers.Transient(errors.New("the consul provider is stopped"))
+	w, stopped, err := p.useLocked(i, key, q, cc, agentAddr)
+	p.mu.Unlock()
+	for _, b := range backendsOf(stopped) {
+		// Not from here: Wake may wait for the controller, which is
+		// running this reconcile.
+		go p.waker.Wake(b)
 	}
+	return w, err
+}
+
+// useLocked is use with p.mu held; it returns the interests whose watch it
+// stopped.
+func (p *Provider) useLocked(i interest, key watchKey, q query, cc *providers.Connection, agentAddr string) (*watch, []interest, error) {
+	if p.closed {
+		return nil, nil, providers.Transient(errors.New("the consul provider is stopped"))
+	}
+	var stopped []interest
 	w, ok := p.watches[key]
 	if !ok {
-		c, err := p.connect(cc)
+		c, err := p.connect(cc, agentAddr)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if c.watches >= p.opts.MaxWatches {
-			return nil, providers.Transient(fmt.Errorf(
-				"spec.sources[%s].consul.service: %s already watches %d Consul services, its limit (--consul-max-watches); the source is retried and publishes once a watch frees up, or the controller's operators raise the limit",
-				i.source, c.who, c.watches))
+		stopped, err = p.admit(i, c)
+		if err != nil {
+			p.release(c)
+			return nil, stopped, err
 		}
-		c.watches++
+		ns := i.backend.Namespace
+		c.seats.Take(ns)
+		c.agent.seats.Take(ns)
+		p.started++
 		ctx, cancel := context.WithCancel(p.ctx)
-		w = &watch{key: key, query: q, conn: c, cancel: cancel, answered: make(chan struct{}), users: map[interest]struct{}{}}
+		w = &watch{key: key, query: q, conn: c, cancel: cancel, answered: make(chan struct{}), users: map[interest]struct{}{},
+			holder: ns, started: p.started}
 		p.watches[key] = w
 		p.wg.Add(1)
 		go p.run(ctx, w)
@@ -227,42 +254,134 @@ func (p *Provider) use(i interest, key watchKey, q query, cc *providers.Connecti
 	}
 	w.users[i] = struct{}{}
 	p.interests[i] = w
-	return w, nil
+	return w, stopped, nil
+}
+
+// agentOf is the agent address of connection id (cc, or the controller's
+// own when nil), resolved only for a connection that has none yet: once
+// per connection, outside the provider's lock.
+func (p *Provider) agentOf(ctx context.Context, id connID, cc *providers.Connection) string {
+	p.mu.Lock()
+	c, ok := p.conns[id]
+	if cc == nil {
+		c, ok = p.own, true
+	}
+	known := ok && c.agent != nil
+	p.mu.Unlock()
+	switch {
+	case known:
+		return ""
+	case cc == nil:
+		return agentAddress(ctx, p.own.addr, p.opts.CAFile != "" || p.opts.TLSServerName != "")
+	}
+	return agentAddress(ctx, cc.Consul.Address, len(cc.Consul.CAPEM) > 0 || cc.Consul.ServerName != "")
 }
 
 // connect returns the connection of cc (the controller's own when nil),
-// making its client if no watch uses it yet. p.mu is held.
-func (p *Provider) connect(cc *providers.Connection) (*conn, error) {
-	if cc == nil {
-		return p.own, nil
+// making its client if no watch uses it yet, and counting it on the agent
+// at agentAddr if it is not yet. p.mu is held.
+func (p *Provider) connect(cc *providers.Connection, agentAddr string) (*conn, error) {
+	c := p.own
+	if cc != nil {
+		var ok bool
+		if c, ok = p.conns[connID{cc.Name, cc.Key}]; !ok {
+			var err error
+			if c, err = newConn(cc); err != nil {
+				return nil, err
+			}
+			c.seats = fairshare.NewSeats(p.opts.MaxWatches, p.opts.NamespaceWatchFloor)
+			p.conns[c.id] = c
+		}
 	}
-	if c, ok := p.conns[connID{cc.Name, cc.Key}]; ok {
-		return c, nil
+	if c.agent == nil {
+		a, ok := p.agents[agentAddr]
+		if !ok {
+			a = &agent{addr: agentAddr, seats: fairshare.NewSeats(p.opts.MaxWatchesPerAgent, p.opts.NamespaceWatchFloor)}
+			p.agents[agentAddr] = a
+		}
+		a.conns++
+		c.agent = a
 	}
-	c, err := newConn(cc)
-	if err != nil {
-		return nil, err
-	}
-	p.conns[c.id] = c
 	return c, nil
 }
 
-// drop removes interest i, stopping its watch when nothing else uses it,
-// and dropping the watch's connection with its last watch. p.mu is held.
+// release forgets a BackendProvider's connection once no watch uses it,
+// and its agent with the agent's last connection. p.mu is held.
+func (p *Provider) release(c *conn) {
+	if c == p.own || c.seats.Total() > 0 {
+		return
+	}
+	delete(p.conns, c.id)
+	c.closeIdle()
+	if a := c.agent; a != nil {
+		if a.conns--; a.conns == 0 {
+			delete(p.agents, a.addr)
+		}
+	}
+}
+
+// drop removes interest i, stopping its watch when nothing else uses it.
+// A watch that other namespaces' sources still use is charged to one of
+// them once the last source of its holder leaves. p.mu is held.
 func (p *Provider) drop(i interest) {
 	w := p.interests[i]
 	delete(p.interests, i)
 	delete(w.users, i)
-	if len(w.users) > 0 {
-		return
+	switch {
+	case len(w.users) == 0:
+		p.stop(w, nil)
+	case w.holder == i.backend.Namespace && !usedBy(w, w.holder):
+		next := nextHolder(w)
+		for _, s := range []*fairshare.Seats{w.conn.seats, w.conn.agent.seats} {
+			s.Take(next)
+			s.Release(w.holder)
+		}
+		w.holder = next
 	}
+}
+
+// stop ends watch w, gives back its seats, drops its connection's client
+// with the connection's last watch (unless that is keep, about to take a
+// watch), and returns the interests that used it, which no longer do.
+// p.mu is held.
+func (p *Provider) stop(w *watch, keep *conn) []interest {
+	users := slices.Collect(maps.Keys(w.users))
+	for _, u := range users {
+		delete(p.interests, u)
+	}
+	clear(w.users)
 	w.cancel()
 	delete(p.watches, w.key)
 	c := w.conn
-	if c.watches--; c.watches == 0 && c != p.own {
-		delete(p.conns, c.id)
-		c.closeIdle()
+	c.seats.Release(w.holder)
+	c.agent.seats.Release(w.holder)
+	if c != keep {
+		p.release(c)
 	}
+	return users
+}
+
+// usedBy tells whether a source of namespace ns uses w.
+func usedBy(w *watch, ns string) bool {
+	for u := range w.users {
+		if u.backend.Namespace == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// backendsOf are the backends of is, each once.
+func backendsOf(is []interest) []types.NamespacedName {
+	seen := map[types.NamespacedName]bool{}
+	var out []types.NamespacedName
+	for _, i := range is {
+		if !seen[i.backend] {
+			seen[i.backend] = true
+			out = append(out, i.backend)
+		}
+	}
+	return out
 }
 
 // Forget drops what the provider keeps for backend's sources other than
@@ -306,6 +425,7 @@ func (p *Provider) Close() {
 	clear(p.interests)
 	conns := slices.Collect(maps.Values(p.conns))
 	clear(p.conns)
+	clear(p.agents)
 	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()

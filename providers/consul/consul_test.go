@@ -666,12 +666,12 @@ func TestBindFlags(t *testing.T) {
 	must(t, fs.Parse([]string{
 		"--consul-address=https://consul.example.com:8501", "--consul-token-file=/var/run/consul/token",
 		"--consul-ca-file=/etc/consul/ca.pem", "--consul-tls-server-name=server.dc1.consul", "--consul-wait-time=30s",
-		"--consul-max-watches=40",
+		"--consul-max-watches=40", "--consul-max-watches-per-agent=120",
 	}))
 	want := consul.Options{
 		Address: "https://consul.example.com:8501", TokenFile: "/var/run/consul/token",
 		CAFile: "/etc/consul/ca.pem", TLSServerName: "server.dc1.consul", WaitTime: 30 * time.Second,
-		MaxWatches: 40,
+		MaxWatches: 40, MaxWatchesPerAgent: 120,
 	}
 	if o != want {
 		t.Errorf("flags gave %+v, want %+v", o, want)
@@ -696,6 +696,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{name: "missing CA file", waker: newWakes(), opts: consul.Options{CAFile: filepath.Join(dir, "nope.pem")}, want: "--consul-ca-file"},
 		{name: "unknown scheme", waker: newWakes(), opts: consul.Options{Address: "ftp://consul:8500"}, want: "--consul-address"},
 		{name: "no watches", waker: newWakes(), opts: consul.Options{MaxWatches: -1}, want: "--consul-max-watches=-1: must be at least 1"},
+		{name: "no watches per agent", waker: newWakes(), opts: consul.Options{MaxWatchesPerAgent: -1}, want: "--consul-max-watches-per-agent=-1: must be at least 1"},
+		{name: "a negative floor", waker: newWakes(), opts: consul.Options{NamespaceWatchFloor: -1}, want: "--namespace-watch-floor=-1: must be at least 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/spf13/pflag"
+
+	"github.com/backendslice/backendslice/internal/fairshare"
 )
 
 // Defaults of the options a zero value leaves unset.
@@ -37,6 +39,13 @@ const (
 	// source fails, transiently, naming the limit; the watches already
 	// running are not disturbed.
 	DefaultMaxWatches = 150
+	// DefaultMaxWatchesPerAgent bounds the watches of every connection
+	// that reaches one agent address together: the agent's limit of 200
+	// connections is per client address, whatever the connection, and
+	// 50 are left to the controller's other requests (BackendProvider
+	// checks, the first queries of new watches) and to anything else
+	// that shares the controller's address.
+	DefaultMaxWatchesPerAgent = 150
 )
 
 // Options configure how the provider reaches Consul. They come from the
@@ -68,6 +77,13 @@ type Options struct {
 	RetryDelay, MaxRetryDelay time.Duration
 	// MaxWatches bounds the watches of one connection (DefaultMaxWatches).
 	MaxWatches int
+	// MaxWatchesPerAgent bounds the watches of every connection that
+	// reaches one Consul agent address (DefaultMaxWatchesPerAgent).
+	MaxWatchesPerAgent int
+	// NamespaceWatchFloor is the least share of each watch budget a
+	// namespace is held to while other namespaces hold watches of it
+	// (fairshare.DefaultSeatFloor); see fairshare.Seats.
+	NamespaceWatchFloor int
 }
 
 // BindFlags registers the options as the controller's --consul-* flags.
@@ -83,7 +99,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.WaitTime, "consul-wait-time", DefaultWaitTime,
 		"how long a Consul blocking query waits for a change before asking again (1s to 10m)")
 	fs.IntVar(&o.MaxWatches, "consul-max-watches", DefaultMaxWatches,
-		"most services watched at once through one Consul connection (the controller's own, or one BackendProvider's); each watch holds one HTTP connection to the agent, which refuses a client past limits.http_max_conns_per_client (200 by default)")
+		"most services watched at once through one Consul connection (the controller's own, or one BackendProvider's); each watch holds one HTTP connection to the agent, which refuses a client past limits.http_max_conns_per_client (200 by default). While several namespaces hold watches, each may hold its share (see --namespace-watch-floor)")
+	fs.IntVar(&o.MaxWatchesPerAgent, "consul-max-watches-per-agent", DefaultMaxWatchesPerAgent,
+		"most services watched at once through every Consul connection that reaches one agent address (host:port, the host resolved), whatever the BackendProvider; keep it below the agent's limits.http_max_conns_per_client (200 by default), leaving room for the controller's other requests. Divided between namespaces as --consul-max-watches is")
 }
 
 // withDefaults fills the zero fields and checks the others.
@@ -99,6 +117,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxWatches < 1 {
 		return o, fmt.Errorf("--consul-max-watches=%d: must be at least 1", o.MaxWatches)
+	}
+	if o.MaxWatchesPerAgent == 0 {
+		o.MaxWatchesPerAgent = DefaultMaxWatchesPerAgent
+	}
+	if o.MaxWatchesPerAgent < 1 {
+		return o, fmt.Errorf("--consul-max-watches-per-agent=%d: must be at least 1", o.MaxWatchesPerAgent)
+	}
+	if o.NamespaceWatchFloor == 0 {
+		o.NamespaceWatchFloor = fairshare.DefaultSeatFloor
+	}
+	if o.NamespaceWatchFloor < 1 {
+		return o, fmt.Errorf("--namespace-watch-floor=%d: must be at least 1", o.NamespaceWatchFloor)
 	}
 	if o.RetryDelay <= 0 {
 		o.RetryDelay = DefaultRetryDelay

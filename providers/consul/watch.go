@@ -114,6 +114,10 @@ type watch struct {
 	answered chan struct{}
 
 	users map[interest]struct{}
+	// holder is the namespace the watch is charged to (budget.go), and
+	// started its rank among the watches started.
+	holder  string
+	started uint64
 	// done is true once answered is closed.
 	done bool
 	// instances is the latest answer; it is replaced, never changed.

@@ -205,7 +205,11 @@ func (c *conn) do(ctx context.Context, method, path string, body any, wait time.
 	resp, err := c.client.Do(req)
 	if err != nil {
 		err = providers.Transient(fmt.Errorf("%s: %s %s%s: %w", c.who, method, path, c.late(parent, ctx, wait), err))
-		c.reached(err)
+		// A request cancelled by its watch's end (its source gone, or its
+		// watch given to another namespace) says nothing of the plugin.
+		if !errors.Is(err, context.Canceled) {
+			c.reached(err)
+		}
 		return reply{}, err
 	}
 	defer func() { _ = resp.Body.Close() }()
@@ -366,11 +370,22 @@ func (c *conn) refusal(path string, r reply) error {
 	case protocol.CodeNotFound:
 		return providers.Gone(v1alpha1.ReasonBackendNotFound, fmt.Errorf("%s says the backend does not exist: %s", c.who, msg))
 	case protocol.CodeForbidden, protocol.CodeUnauthorized:
-		return providers.Terminal(v1alpha1.ReasonAccessDenied, fmt.Errorf("%s refuses this namespace or backend: %s", c.who, msg))
+		err := fmt.Errorf("%s refuses this namespace or backend: %s", c.who, msg)
+		if refusal.Code == protocol.CodeForbidden {
+			// The plugin's consent rules, not its token: backed off long.
+			err = forbidden{err}
+		}
+		return providers.Terminal(v1alpha1.ReasonAccessDenied, err)
 	}
 	return providers.Transient(fmt.Errorf("%s cannot answer (%d %s): %s", c.who, r.status,
 		providers.Printable(refusal.Code, 32), msg))
 }
+
+// forbidden is a refusal of the plugin's consent rules (its forbidden
+// code): the source backs off long and holds no watch (Provider.refuse).
+type forbidden struct{ error }
+
+func (f forbidden) Unwrap() error { return f.error }
 
 // errNoAnswer says a watch stopped before the plugin answered it.
 var errNoAnswer = errors.New("the watch stopped before the plugin answered")

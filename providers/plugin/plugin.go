@@ -40,6 +40,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/fairshare"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/backoff"
 	"github.com/backendslice/backendslice/providers/plugin/protocol"
@@ -57,6 +58,13 @@ const (
 	DefaultMaxRetryDelay = 30 * time.Second
 	// DefaultMaxWatches bounds the watches through one BackendProvider.
 	DefaultMaxWatches = 10000
+	// DefaultRefusedDelay is how long a source the plugin refused
+	// (forbidden) waits before it is asked again, and
+	// DefaultMaxRefusedDelay the longest, doubling at each refusal in a
+	// row: the plugin's consent rules change by its team's hand, not from
+	// one second to the next, and a refused source holds no watch.
+	DefaultRefusedDelay    = 2 * time.Minute
+	DefaultMaxRefusedDelay = 16 * time.Minute
 	// requestRate and requestBurst rate-limit each watch's loop: a plugin
 	// that answers every long-poll at once with a new index would
 	// otherwise spin it.
@@ -72,8 +80,17 @@ type Options struct {
 	// with jitter, at each failure in a row up to MaxRetryDelay.
 	RetryDelay, MaxRetryDelay time.Duration
 	// MaxWatches bounds the watches of one BackendProvider: past it a new
-	// source fails, transiently, naming the limit.
+	// source fails, transiently, naming the limit. While several
+	// namespaces hold watches of one, each may hold its share (see
+	// fairshare.Seats).
 	MaxWatches int
+	// NamespaceWatchFloor is the least share of a BackendProvider's
+	// watches a namespace is held to (fairshare.DefaultSeatFloor).
+	NamespaceWatchFloor int
+	// RefusedDelay is how long a source the plugin refused waits before
+	// it is asked again; it doubles, with jitter, at each refusal in a row
+	// up to MaxRefusedDelay.
+	RefusedDelay, MaxRefusedDelay time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -89,6 +106,16 @@ func (o Options) withDefaults() Options {
 	if o.MaxWatches <= 0 {
 		o.MaxWatches = DefaultMaxWatches
 	}
+	if o.NamespaceWatchFloor <= 0 {
+		o.NamespaceWatchFloor = fairshare.DefaultSeatFloor
+	}
+	if o.RefusedDelay <= 0 {
+		o.RefusedDelay = DefaultRefusedDelay
+	}
+	if o.MaxRefusedDelay <= 0 {
+		o.MaxRefusedDelay = DefaultMaxRefusedDelay
+	}
+	o.MaxRefusedDelay = max(o.MaxRefusedDelay, o.RefusedDelay)
 	return o
 }
 
@@ -107,6 +134,24 @@ type Provider struct {
 	closed  bool
 	watches map[interest]*watch
 	conns   map[connID]*conn
+	// seats are each connection's watches by namespace, kept with the
+	// connection.
+	seats map[connID]*fairshare.Seats
+	// refused are the sources the plugin refused, which hold no watch
+	// until their time to be asked again (refusal).
+	refused map[interest]*refusal
+	// started counts the watches started, to tell the newest.
+	started uint64
+}
+
+// refusal is a source the plugin refused (forbidden): it is not asked
+// again before until, unless what it asks changes (key: its spec, or its
+// BackendProvider's); times counts the refusals in a row.
+type refusal struct {
+	key   string
+	err   error
+	until time.Time
+	times int
 }
 
 // interest is one source of one ExternalBackend.
@@ -136,6 +181,8 @@ type watch struct {
 	// published, and held, rather than the answer before it.
 	seen    bool
 	pending error
+	// started is the watch's rank among those started.
+	started uint64
 }
 
 // New returns a provider that wakes the controller through waker when an
@@ -144,7 +191,8 @@ func New(opts Options, waker providers.Waker) (*Provider, error) {
 	if waker == nil {
 		return nil, errors.New("plugin provider: a waker is required, since watches push changes")
 	}
-	p := &Provider{opts: opts.withDefaults(), waker: waker, watches: map[interest]*watch{}, conns: map[connID]*conn{}}
+	p := &Provider{opts: opts.withDefaults(), waker: waker, watches: map[interest]*watch{}, conns: map[connID]*conn{},
+		seats: map[connID]*fairshare.Seats{}, refused: map[interest]*refusal{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
 }
@@ -257,43 +305,108 @@ func keyOf(id connID, req protocol.ResolveRequest) string {
 }
 
 // use returns the watch of i for request req through cc, starting it (and
-// making the client of cc) when i has none or one that asks otherwise.
+// making the client of cc) when i has none or one that asks otherwise. A
+// source the plugin refused gets its refusal back, and no watch, until its
+// time to be asked again. A new watch needs a seat of its
+// BackendProvider's watches, within its namespace's share (seat); the
+// backends whose watch was stopped to seat it are woken to say so.
 func (p *Provider) use(i interest, cc *providers.Connection, req protocol.ResolveRequest) (*watch, error) {
 	id := connID{cc.Name, cc.Key}
 	key := keyOf(id, req)
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, providers.Transient(errors.New("the plugin provider is stopped"))
+	w, stopped, err := p.useLocked(i, id, key, cc, req)
+	p.mu.Unlock()
+	for _, b := range stopped {
+		// Not from here: Wake may wait for the controller, which is
+		// running this reconcile.
+		go p.waker.Wake(b)
 	}
-	if w, ok := p.watches[i]; ok && w.key == key {
-		return w, nil
+	return w, err
+}
+
+// useLocked is use with p.mu held; it returns the backends whose watch it
+// stopped.
+func (p *Provider) useLocked(i interest, id connID, key string, cc *providers.Connection, req protocol.ResolveRequest) (*watch, []types.NamespacedName, error) {
+	if p.closed {
+		return nil, nil, providers.Transient(errors.New("the plugin provider is stopped"))
+	}
+	old, ok := p.watches[i]
+	if ok && old.key == key {
+		return old, nil, nil
+	}
+	if r, ok := p.refused[i]; ok {
+		switch {
+		case r.key != key:
+			delete(p.refused, i)
+		case time.Now().Before(r.until):
+			return nil, nil, r.err
+		}
 	}
 	c, ok := p.conns[id]
 	if !ok {
 		var err error
 		if c, err = newConn(cc, &p.requests); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		p.conns[id] = c
+		p.seats[id] = fairshare.NewSeats(p.opts.MaxWatches, p.opts.NamespaceWatchFloor)
 	}
-	if c.watches >= p.opts.MaxWatches {
-		return nil, providers.Transient(fmt.Errorf(
-			"%s already has %d sources, the controller's limit for one plugin; the source is retried and publishes once one frees up",
-			c.who, c.watches))
+	var stopped []types.NamespacedName
+	// A source that changes what it asks through the same plugin keeps its
+	// seat.
+	if old == nil || old.conn != c {
+		var err error
+		if stopped, err = p.seat(i, c); err != nil {
+			p.release(c)
+			return nil, stopped, err
+		}
 	}
 	// The new watch's connection is counted before the old one is let go,
 	// so that a client both use is kept.
 	c.watches++
-	if _, ok := p.watches[i]; ok {
+	p.seats[id].Take(i.backend.Namespace)
+	if old != nil {
 		p.drop(i)
 	}
 	ctx, cancel := context.WithCancel(p.ctx)
-	w := &watch{key: key, conn: c, req: req, cancel: cancel, answered: make(chan struct{})}
+	p.started++
+	w := &watch{key: key, conn: c, req: req, cancel: cancel, answered: make(chan struct{}), started: p.started}
 	p.watches[i] = w
 	p.wg.Add(1)
-	go p.run(ctx, i.backend, w)
-	return w, nil
+	go p.run(ctx, i, w)
+	return w, stopped, nil
+}
+
+// seat makes room for a new watch of source i through c within its
+// namespace's share, stopping the newest watch of the namespace most over
+// its share when the budget is full; it returns the backend whose watch
+// it stopped. p.mu is held.
+func (p *Provider) seat(i interest, c *conn) ([]types.NamespacedName, error) {
+	seats := p.seats[c.id]
+	a := seats.Ask(i.backend.Namespace)
+	var stopped []types.NamespacedName
+	if a.Verdict == fairshare.Reclaim {
+		var newest *interest
+		for j, w := range p.watches {
+			if w.conn == c && j.backend.Namespace == a.From && (newest == nil || w.started > p.watches[*newest].started) {
+				newest = &j
+			}
+		}
+		p.drop(*newest)
+		stopped = append(stopped, newest.backend)
+		a = seats.Ask(i.backend.Namespace)
+	}
+	switch {
+	case a.Verdict == fairshare.Granted:
+		return stopped, nil
+	case a.Verdict == fairshare.OverShare && a.Holders > 1:
+		return stopped, providers.Transient(fmt.Errorf(
+			"namespace %s holds %d of the %d sources %s may have, and its share is %d while %d namespaces hold sources there; the source is retried and publishes once the namespace holds fewer",
+			i.backend.Namespace, a.Held, seats.Limit(), c.who, a.Share, a.Holders))
+	}
+	return stopped, providers.Transient(fmt.Errorf(
+		"%s already has %d sources, the controller's limit for one plugin; the source is retried and publishes once one frees up",
+		c.who, seats.Total()))
 }
 
 // drop stops the watch of i, and drops its connection's client with the
@@ -303,21 +416,68 @@ func (p *Provider) drop(i interest) {
 	delete(p.watches, i)
 	w.cancel()
 	c := w.conn
-	if c.watches--; c.watches == 0 {
+	c.watches--
+	p.seats[c.id].Release(i.backend.Namespace)
+	p.release(c)
+}
+
+// release drops the client of c once no watch uses it. p.mu is held.
+func (p *Provider) release(c *conn) {
+	if c.watches == 0 && p.conns[c.id] == c {
 		delete(p.conns, c.id)
+		delete(p.seats, c.id)
 		c.closeIdle()
+	}
+}
+
+// refuse ends the watch of source i, which the plugin refused with err:
+// the source holds no watch until it is asked again, after a delay that
+// doubles at each refusal in a row. It returns err saying when. p.mu is
+// not held.
+func (p *Provider) refuse(i interest, w *watch, err error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.refused[i]
+	if !ok || r.key != w.key {
+		r = &refusal{key: w.key}
+	}
+	r.times++
+	delay := backoff.Delay(r.times, p.opts.RefusedDelay, p.opts.MaxRefusedDelay)
+	r.until = time.Now().Add(delay)
+	pe := providers.AsError(err)
+	r.err = &providers.Error{Terminal: pe.Terminal, Gone: pe.Gone, Reason: pe.Reason, Err: fmt.Errorf(
+		"%w; it holds no watch and is asked again in %s (the wait doubles, up to %s, at each refusal in a row; a change of the source or of its BackendProvider asks at once)",
+		pe.Err, delay.Round(time.Second), p.opts.MaxRefusedDelay)}
+	if p.watches[i] == w {
+		p.refused[i] = r
+		p.drop(i)
+	}
+	return r.err
+}
+
+// forgive forgets that the plugin refused source i, once it answered the
+// watch w of i otherwise. p.mu is not held.
+func (p *Provider) forgive(i interest, w *watch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.refused[i]; ok && r.key == w.key {
+		delete(p.refused, i)
 	}
 }
 
 // run is a watch's loop: ask, keep the answer, wake the backend when it
 // changed, and ask again: at once with the answer's index (a long-poll),
 // after the answer's refresh without one, with backoff after a failure.
-func (p *Provider) run(ctx context.Context, backend types.NamespacedName, w *watch) {
+//
+// A refusal of the plugin's consent rules (forbidden) ends the loop: the
+// source holds no watch, and is asked again only after a long wait
+// (refuse), not at the pace of failures.
+func (p *Provider) run(ctx context.Context, i interest, w *watch) {
 	defer p.wg.Done()
 	defer p.abandon(w)
 	limiter := flowcontrol.NewTokenBucketRateLimiter(requestRate, requestBurst)
 	defer limiter.Stop()
-	req, failures := w.req, 0
+	req, failures, refusedBefore := w.req, 0, true
 	for {
 		if limiter.Wait(ctx) != nil {
 			return
@@ -326,7 +486,16 @@ func (p *Provider) run(ctx context.Context, backend types.NamespacedName, w *wat
 		if ctx.Err() != nil {
 			return
 		}
-		p.publish(backend, w, ans, err)
+		var refused forbidden
+		switch {
+		case errors.As(err, &refused):
+			p.publish(i.backend, w, answer{}, p.refuse(i, w, err))
+			return
+		case refusedBefore:
+			refusedBefore = false
+			p.forgive(i, w)
+		}
+		p.publish(i.backend, w, ans, err)
 		var pause time.Duration
 		switch {
 		case err != nil:
@@ -441,6 +610,11 @@ func (p *Provider) Forget(backend types.NamespacedName, keep ...string) {
 			p.drop(i)
 		}
 	}
+	for i := range p.refused {
+		if i.backend == backend && !slices.Contains(keep, i.source) {
+			delete(p.refused, i)
+		}
+	}
 }
 
 // Stats are counts for benchmarks and tests.
@@ -468,6 +642,8 @@ func (p *Provider) Close() {
 	conns := slices.Collect(maps.Values(p.conns))
 	clear(p.watches)
 	clear(p.conns)
+	clear(p.seats)
+	clear(p.refused)
 	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
