@@ -61,11 +61,12 @@ func measure(t *testing.T) Report {
 	lease := watchLease(t)
 	defer lease.stop()
 
+	bare := newBareClient(t)
 	t.Logf("idle: nobody but the victim")
-	r.Idle = runIdle(t, w, lease)
+	r.Idle = runIdle(t, w, bare, lease)
 	for _, a := range chosen {
 		t.Logf("attack %s: %s", a.key, a.what())
-		r.Attacks = append(r.Attacks, runAttack(t, w, lease, a))
+		r.Attacks = append(r.Attacks, runAttack(t, w, bare, lease, a))
 	}
 	r.LoadAfter = docsection.LoadAverage()
 	r.Took = time.Since(began)
@@ -107,6 +108,9 @@ type Phase struct {
 	Key, Title, What string
 	// Busy and Quiet are the victim's latencies in each mode.
 	Busy, Quiet Latencies
+	// Bare is what a bare client's changes took (runBare): the API
+	// server's own pace in the phase.
+	Bare []time.Duration
 	// Setup is how long the attacker's backends took to create (and, for
 	// label flips, to publish); Took the whole phase.
 	Setup, Took time.Duration
@@ -138,11 +142,12 @@ func (w Writes) since(before Writes) Writes {
 }
 
 // runIdle times the victim with nobody else busy.
-func runIdle(t *testing.T, w *watcher, lease *leaseWatch) Phase {
+func runIdle(t *testing.T, w *watcher, bare client.Client, lease *leaseWatch) Phase {
 	t.Helper()
 	p := Phase{Title: "idle"}
 	start, victimBefore := time.Now(), writesTo(victimNS)
 	p.Busy, p.Quiet = timeVictim(t, w, "idle", false)
+	p.Bare = runBare(t, w, bare, "idle", *quietCreates, time.Time{})
 	p.Lease = lease.between(start, time.Now())
 	p.Victim = writesTo(victimNS).since(victimBefore)
 	p.Took = time.Since(start)
@@ -150,9 +155,9 @@ func runIdle(t *testing.T, w *watcher, lease *leaseWatch) Phase {
 }
 
 // runAttack sets up attack a, starts its edits, lets it warm up, times
-// the victim, stops the edits, deletes the attacker's backends and lets
-// the controller settle.
-func runAttack(t *testing.T, w *watcher, lease *leaseWatch, a attack) Phase {
+// the victim and the bare client, stops the edits, deletes the attacker's
+// backends and lets the controller settle.
+func runAttack(t *testing.T, w *watcher, bare client.Client, lease *leaseWatch, a attack) Phase {
 	t.Helper()
 	p := Phase{Key: a.key, Title: a.title, What: a.what()}
 	start, attackerBefore, victimBefore := time.Now(), writesTo(a.ns), writesTo(victimNS)
@@ -162,6 +167,7 @@ func runAttack(t *testing.T, w *watcher, lease *leaseWatch, a attack) Phase {
 	ed := startEditing(t, a.ns, names, a.period())
 	time.Sleep(*warmup)
 	p.Busy, p.Quiet = timeVictim(t, w, a.key, true)
+	p.Bare = runBare(t, w, bare, a.key, *quietCreates, time.Now().Add(*attackFor))
 	p.Edits, p.EditErrors = ed.stop()
 	p.Lease = lease.between(start, time.Now())
 	deleteBackends(t, a.ns)
