@@ -230,6 +230,10 @@ bench-probes: $(TEST_PREREQS) ## Probe 10,000 endpoints at a 10 s period on one 
 	$(GO) test -tags bench -run TestProbeScaleReport -count=1 -v -timeout 30m ./test/bench/probes -args -report=$(CURDIR)/docs/benchmarks.md
 	$(ENVTEST_ENV) $(GO) test ./test/e2e/probes -run '^TestStopToSlice$$' -count=1 -v -timeout 30m -args -flips=50 -report=$(CURDIR)/docs/benchmarks.md
 
+.PHONY: bench-hostile
+bench-hostile: ## Hold 64 probe targets and 64 plugin long-polls whose peers never end their answers (endless or trickling headers, huge bodies, TLS handshakes that never end) beside the same fleet answering well, each fleet in a process of its own: heap and RSS side by side; rewrites the hostile-peers section of docs/benchmarks.md (about 2 minutes).
+	$(GO) test -tags bench -run TestHostileReport -count=1 -v -timeout 20m ./test/bench/hostile -args -report=$(CURDIR)/docs/benchmarks.md
+
 # 0.2.0 has no tag: fcb9b8b is its last commit, the one before the first
 # change CHANGELOG.md lists as unreleased (the code laid out by behaviour).
 PREVIOUS_RELEASE ?= fcb9b8b

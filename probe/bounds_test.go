@@ -1,14 +1,12 @@
 package probe
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,45 +15,9 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-)
 
-// hostileServer accepts connections on 127.0.0.1 and hands each to serve,
-// until the test ends; it returns the port.
-func hostileServer(t *testing.T, serve func(net.Conn)) int32 {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				serve(c)
-			})
-		}
-	})
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return portOf(t, l)
-}
+	"github.com/backendslice/backendslice/test/hostiletest"
+)
 
 // portOf is the port l listens on.
 func portOf(t *testing.T, l net.Listener) int32 {
@@ -65,32 +27,6 @@ func portOf(t *testing.T, l net.Listener) int32 {
 		t.Fatalf("listening on %v, not TCP", l.Addr())
 	}
 	return int32(a.Port)
-}
-
-// readRequest reads an HTTP request's head from c, so that what follows is
-// an answer to it.
-func readRequest(c net.Conn) bool {
-	r := bufio.NewReader(c)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return false
-		}
-		if line == "\r\n" {
-			return true
-		}
-	}
-}
-
-// writeUntilClosed writes chunk to c again and again, at most limit bytes,
-// until the probe closes the connection, then waits for it to go.
-func writeUntilClosed(c net.Conn, chunk string, limit int) {
-	for sent := 0; sent < limit; sent += len(chunk) {
-		if _, err := io.WriteString(c, chunk); err != nil {
-			return
-		}
-	}
-	_, _ = io.Copy(io.Discard, c)
 }
 
 // countingDialer dials with net.Dialer and counts the bytes the probes
@@ -126,39 +62,30 @@ func TestHostileTargets(t *testing.T) {
 	okHead := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
 	pad := "X-Pad: " + strings.Repeat("a", 1016) + "\r\n"
 
-	hugeHeaders := hostileServer(t, func(c net.Conn) {
-		if readRequest(c) {
-			_, _ = io.WriteString(c, okHead)
-			writeUntilClosed(c, pad, tenMiB)
+	hugeHeaders := hostiletest.Serve(t, func(c net.Conn) {
+		if hostiletest.ReadRequest(c) {
+			hostiletest.WriteEndless(c, okHead, pad, tenMiB, nil)
 		}
 	})
-	trickledHeaders := hostileServer(t, func(c net.Conn) {
-		if !readRequest(c) {
-			return
-		}
-		_, _ = io.WriteString(c, okHead)
-		for range 1000 {
-			if _, err := io.WriteString(c, "X"); err != nil {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
+	trickledHeaders := hostiletest.Serve(t, func(c net.Conn) {
+		if hostiletest.ReadRequest(c) {
+			hostiletest.Trickle(c, okHead, 50*time.Millisecond, 1000, nil)
 		}
 	})
-	hugeBody := hostileServer(t, func(c net.Conn) {
-		if readRequest(c) {
-			_, _ = io.WriteString(c, okHead+"Content-Length: "+strconv.Itoa(tenMiB)+"\r\n\r\n")
-			writeUntilClosed(c, strings.Repeat("b", 1024), tenMiB)
+	hugeBody := hostiletest.Serve(t, func(c net.Conn) {
+		if hostiletest.ReadRequest(c) {
+			hostiletest.WriteEndless(c, okHead+"Content-Length: "+strconv.Itoa(tenMiB)+"\r\n\r\n", strings.Repeat("b", 1024), tenMiB, nil)
 		}
 	})
 	// A TLS server that reads the client's hello and never answers it.
-	silentTLS := hostileServer(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+	silentTLS := hostiletest.Serve(t, hostiletest.Silent)
 
 	grpcHuge := serveGRPCHostile(t, func(stream grpc.ServerStream) error {
 		return stream.SendMsg(wrapperspb.Bytes(make([]byte, 4<<20)))
 	})
 	// A gRPC server would not send headers past the limit the client
 	// announces: this one ignores it and never ends them.
-	grpcHugeHeaders := hostileServer(t, endlessHTTP2Headers)
+	grpcHugeHeaders := hostiletest.Serve(t, endlessHTTP2Headers)
 
 	httpCheck := func(port int32) Check {
 		return Check{Kind: HTTP, Port: port, Path: "/healthz", Timeout: 9900 * time.Millisecond}

@@ -2,6 +2,7 @@ package docsection
 
 import (
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,4 +67,19 @@ func TestLoadAverage(t *testing.T) {
 			t.Errorf("LoadAverage() = %q: %q is no number", got, x)
 		}
 	}
+}
+
+// TestRSS: this process's resident set is read, and grows when it touches
+// memory it did not have.
+func TestRSS(t *testing.T) {
+	before := RSS()
+	buf := make([]byte, 64<<20)
+	for i := range buf {
+		buf[i] = 1
+	}
+	after := RSS()
+	if before == 0 || after < before+32<<20 {
+		t.Errorf("RSS %d before touching 64 MiB, %d after: want it read, and grown", before, after)
+	}
+	runtime.KeepAlive(buf)
 }
