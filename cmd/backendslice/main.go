@@ -6,7 +6,7 @@
 //	backendslice validate     check manifests offline as the API server and the controller would
 //	backendslice import       write ExternalBackends for hand-written Services
 //	backendslice plugin-check run the provider conformance suite against a running plugin
-//	backendslice version      print the build's version, commit and Go version
+//	backendslice version      print the build's version, commit and Go version (-o json for scripts)
 //
 // The demo, which starts a local control plane, is its own binary
 // (cmd/backendslice-demo), so that this one, shipped in the image, carries
@@ -14,6 +14,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -80,13 +81,25 @@ func controllerCommand() *cobra.Command {
 // versionCommand prints which build this is: what `make build` or `make
 // image` recorded, Go's VCS stamp, and the toolchain.
 func versionCommand() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the build's version, commit and Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprint(cmd.OutOrStdout(), version.Get())
-			return err
+			switch output {
+			case "text":
+				_, err := fmt.Fprint(cmd.OutOrStdout(), version.Get())
+				return err
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(version.Get())
+			default:
+				return fmt.Errorf("--output %q: want text or json", output)
+			}
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, or json for scripts")
+	return cmd
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"os/exec"
 	"runtime"
@@ -85,6 +86,35 @@ func TestVersionCommand(t *testing.T) {
 	want := version.Get().String()
 	if out.String() != want || !strings.Contains(want, "go: "+runtime.Version()+" ") {
 		t.Errorf("printed\n%s\nwant\n%s(with go: %s)", out.String(), want, runtime.Version())
+	}
+	for _, args := range [][]string{{"version", "-o", "json"}, {"version", "--output=json"}} {
+		out.Reset()
+		cmd = rootCommand()
+		cmd.SetArgs(args)
+		cmd.SetOut(&out)
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal([]byte(out.String()), &got); err != nil {
+			t.Fatalf("%q printed no JSON object: %v\n%s", args, err, out.String())
+		}
+		v := version.Get()
+		for key, want := range map[string]any{"version": v.Version, "commit": v.Commit, "goVersion": runtime.Version(), "platform": v.Platform} {
+			if got[key] != want {
+				t.Errorf("%q: %s is %v, want %v", args, key, got[key], want)
+			}
+		}
+		if m, ok := got["modified"]; !ok || (v.Known && m != v.Modified) || (!v.Known && m != nil) {
+			t.Errorf("%q: modified is %v (present %t), want %v (null when unknown)", args, m, ok, v.Modified)
+		}
+	}
+	cmd = rootCommand()
+	cmd.SetArgs([]string{"version", "-o", "yaml"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "want text or json") {
+		t.Errorf("-o yaml: %v, want an error naming text and json", err)
 	}
 	cmd = rootCommand()
 	cmd.SetArgs([]string{"version", "extra"})

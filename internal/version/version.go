@@ -6,6 +6,7 @@
 package version
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -103,6 +104,26 @@ func (i Info) String() string {
 	}
 	fmt.Fprintf(&b, "go: %s %s\n", i.GoVersion, i.Platform)
 	return b.String()
+}
+
+// infoJSON is Info as `backendslice version -o json` prints it.
+type infoJSON struct {
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	// Modified is null when the build does not record it.
+	Modified  *bool  `json:"modified"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
+// MarshalJSON writes the build as one object: version, commit, modified
+// (null when unknown), goVersion and platform.
+func (i Info) MarshalJSON() ([]byte, error) {
+	out := infoJSON{Version: i.Version, Commit: i.Commit, GoVersion: i.GoVersion, Platform: i.Platform}
+	if i.Known {
+		out.Modified = &i.Modified
+	}
+	return json.Marshal(out)
 }
 
 // LDFlags are the -X flags (for -ldflags) that record version, commit and
