@@ -59,8 +59,10 @@ type Config struct {
 	// is refused: only the platform team's providers can be used.
 	AllowSourcesWithoutProvider bool
 	// DenyPodCIDRs refuses endpoints in the Nodes' Pod ranges
-	// (spec.podCIDRs), read and watched: opt-in (the Nodes' own addresses
-	// are always refused).
+	// (spec.podCIDRs), read and watched. The binary's --deny-pod-cidrs
+	// turns it on by default: an endpoint there reaches another
+	// namespace's Pods. Off only where Pod addresses are real backends
+	// outside the cluster. The Nodes' own addresses are always refused.
 	DenyPodCIDRs bool
 	// Namespace is the controller's own: the only one whose Secrets it
 	// reads (those BackendProviders name).

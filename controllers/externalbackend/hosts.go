@@ -38,8 +38,8 @@ const apiServerService = "kubernetes"
 
 // clusterHosts adds to what inner reads the cluster's own hosts: each
 // Node's InternalIP and ExternalIP, the API server's addresses (the slices
-// of Service default/kubernetes) and, with --deny-pod-cidrs, the Nodes' Pod
-// ranges. It builds them from its caches again only after a watch counted
+// of Service default/kubernetes) and, with --deny-pod-cidrs (the
+// default), the Nodes' Pod ranges. It builds them from its caches again only after a watch counted
 // a change (see counted), not on every reconcile: a cluster has thousands
 // of Nodes, and a fleet thousands of backends.
 type clusterHosts struct {

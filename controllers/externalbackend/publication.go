@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -55,6 +56,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		Ports:          xb.Spec.Service.Ports,
 	}
 	current, dropped := publish.Normalize(res.results, pol)
+	logClusterAddresses(ctx, dropped, seen.cluster)
 	// What must not be published any more leaves at once, whatever the
 	// drain period or the coalescing window say: the addresses of refused
 	// sources, those dropped this pass (an allowedCIDRs narrowed), and
@@ -120,6 +122,25 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		pub.requeueAfter = earliest(pub.requeueAfter, wait)
 	}
 	return pub
+}
+
+// logClusterAddresses tells the controller's log, at V(1), whose each
+// dropped address of the cluster's own is (a Node and its InternalIP, the
+// API server, a ServiceCIDR): status and events say only that it is the
+// cluster's, since a tenant must not map the cluster by listing
+// candidates, but the platform team may want to know.
+func logClusterAddresses(ctx context.Context, dropped []v1alpha1.DroppedAddress, cluster publish.ClusterNetworks) {
+	// Offline (render, validate) there is no logger, and no cluster.
+	logger, err := logr.FromContext(ctx)
+	if err != nil || !logger.V(1).Enabled() {
+		return
+	}
+	logger = logger.V(1)
+	for _, d := range dropped {
+		if whose := cluster.Whose(d.Address); whose != "" {
+			logger.Info("dropped an address of the cluster's own", "source", d.Source, "address", d.Address, "whose", whose)
+		}
+	}
 }
 
 // holdBack asks the coalescing window (Config.Coalesce) whether a provider

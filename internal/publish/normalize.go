@@ -90,10 +90,15 @@ func Normalize(results []SourceResult, pol Policy) ([]Endpoint, []Dropped) {
 		}
 		mine := map[string]bool{}
 		for _, pe := range r.Endpoints {
-			e, reason := normalizeOne(pe, want, pol)
-			if reason == "" && r.Restricted {
-				reason = outsideAllowed(e, r.Allowed)
+			// Outside the source's allowedCIDRs is said first: a tenant
+			// learns nothing of an address it may not publish anyway, not
+			// even that it is the cluster's own.
+			var reason string
+			if r.Restricted {
+				reason = outsideAllowed(CanonicalAddress(pe.Address), r.Allowed)
 			}
+			e, denied := normalizeOne(pe, want, pol)
+			reason = cmp.Or(reason, denied)
 			if reason != "" {
 				dropped = append(dropped, Dropped{Source: r.Name, Address: pe.Address, Reason: reason})
 				continue
@@ -183,10 +188,10 @@ func (pol Policy) deniesIP(a netip.Addr) string {
 	return ""
 }
 
-// outsideAllowed names why e is outside the networks its source's
-// provider allows, or is "" when it is inside one.
-func outsideAllowed(e Endpoint, allowed []netip.Prefix) string {
-	addr, err := netip.ParseAddr(e.Address)
+// outsideAllowed names why address, canonical, is outside the networks
+// its source's provider allows, or is "" when it is inside one.
+func outsideAllowed(address string, allowed []netip.Prefix) string {
+	addr, err := netip.ParseAddr(address)
 	if err != nil {
 		return "a DNS name cannot be checked against the BackendProvider's allowedCIDRs; publish addresses, or use a provider without allowedCIDRs"
 	}
@@ -245,7 +250,9 @@ func unsafeIP(a netip.Addr, denied []netip.Prefix) string {
 		// those IPv4 addresses: a is judged unmapped, and a provider may
 		// give either spelling. A wider IPv6 prefix (::/0) denies IPv6 only.
 		if p.Contains(a) || (p.Bits() >= 96 && p.Addr().Is4In6() && p.Contains(netip.AddrFrom16(a.As16()))) {
-			return fmt.Sprintf("address is inside %s, denied by the controller's --denied-cidrs (cloud metadata or cluster networks)", p)
+			// The network is not named: the operator lists the cluster's
+			// own networks there, which a tenant must not learn.
+			return "address is in a network the controller denies (its --denied-cidrs: cloud metadata services, or networks of this cluster's own)"
 		}
 	}
 	// An IPv6 address that a NAT64 gateway, a SIIT translator, a tunnel or
@@ -283,7 +290,18 @@ func invalidName(name string, pol Policy) string {
 	if !strings.Contains(name, ".") {
 		return "a DNS name needs at least two labels (for example db.example.com)"
 	}
-	for _, d := range pol.DeniedNames {
+	return DeniedNameReason(name, pol.DeniedNames, pol.ClusterDomain)
+}
+
+// DeniedNameReason says why name, in ASCII lower case without its
+// trailing dot, must be neither published nor followed, or is "" when it
+// may be: it matches deniedNames (the metadata services' names and the
+// controller's --denied-names), or it leads back into the cluster, at the
+// host or at metadata (ClusterNameReason). An FQDN endpoint gets these
+// checks, and so does every CNAME target a dns source's lookup would
+// follow.
+func DeniedNameReason(name string, deniedNames []string, clusterDomain string) string {
+	for _, d := range deniedNames {
 		// Operators write names as they like: Metadata.Google.Internal.,
 		// or " metadata.goog" after a comma in the flag.
 		d = strings.TrimRight(strings.ToLower(strings.TrimSpace(d)), ".")
@@ -291,7 +309,7 @@ func invalidName(name string, pol Policy) string {
 			return fmt.Sprintf("name matches %q, denied by the controller's --denied-names (cloud metadata or cluster names)", d)
 		}
 	}
-	return ClusterNameReason(name, pol.ClusterDomain)
+	return ClusterNameReason(name, clusterDomain)
 }
 
 // endpointPorts are the EndpointSlice ports for the Service's ports. A

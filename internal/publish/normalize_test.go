@@ -118,14 +118,16 @@ func TestNormalize(t *testing.T) {
 			dropped: []drop{{"s", "239.1.2.3", []string{"multicast"}}, {"s", "ff05::2", []string{"multicast"}}},
 		},
 		{
-			name:    "denied prefix dropped naming the prefix",
+			// Not naming the network: an operator lists the cluster's own
+			// there.
+			name:    "denied prefix dropped naming the flag",
 			results: one(up("100.100.100.200"), up("::ffff:100.100.100.200"), up("fd00:ec2::254"), up("100.100.100.201")),
 			prefix:  []netip.Prefix{alibaba, ec2v6},
 			want:    []pub{{"IPv4", "100.100.100.201"}},
 			dropped: []drop{
-				{"s", "100.100.100.200", []string{"100.100.100.200/32", "--denied-cidrs"}},
-				{"s", "::ffff:100.100.100.200", []string{"100.100.100.200/32"}},
-				{"s", "fd00:ec2::254", []string{"fd00:ec2::254/128"}},
+				{"s", "100.100.100.200", []string{"--denied-cidrs"}},
+				{"s", "::ffff:100.100.100.200", []string{"--denied-cidrs"}},
+				{"s", "fd00:ec2::254", []string{"--denied-cidrs"}},
 			},
 		},
 		{
@@ -138,13 +140,13 @@ func TestNormalize(t *testing.T) {
 				up("2001:0:c000:201::9b9b:9b37"), up("2001:db8::5efe:6464:64c8")),
 			prefix: []netip.Prefix{alibaba, ec2v6, netip.MustParsePrefix("10.0.0.0/8")},
 			dropped: []drop{
-				{"s", "64:ff9b::6464:64c8", []string{"embeds IPv4 100.100.100.200 (NAT64 64:ff9b::/96), which is denied: address is inside 100.100.100.200/32"}},
+				{"s", "64:ff9b::6464:64c8", []string{"embeds IPv4 100.100.100.200 (NAT64 64:ff9b::/96), which is denied: address is in a network the controller denies"}},
 				{"s", "64:FF9B::100.100.100.200", []string{"embeds IPv4 100.100.100.200 (NAT64 64:ff9b::/96)"}},
 				{"s", "64:ff9b:1::6464:64c8", []string{"embeds IPv4 100.100.100.200 (NAT64 local-use 64:ff9b:1::/48 (last 32 bits))"}},
 				{"s", "::ffff:0:6464:64c8", []string{"embeds IPv4 100.100.100.200 (IPv4-translated ::ffff:0:0:0/96)"}},
 				{"s", "::100.100.100.200", []string{"embeds IPv4 100.100.100.200 (IPv4-compatible ::/96)"}},
 				{"s", "2002:6464:64c8::1", []string{"embeds IPv4 100.100.100.200 (6to4 2002::/16)"}},
-				{"s", "64:ff9b::a0a:a0a", []string{"embeds IPv4 10.10.10.10", "inside 10.0.0.0/8"}},
+				{"s", "64:ff9b::a0a:a0a", []string{"embeds IPv4 10.10.10.10", "--denied-cidrs"}},
 				// Teredo: the client 100.100.100.200, stored inverted.
 				{"s", "2001:0:c000:201::9b9b:9b37", []string{"embeds IPv4 100.100.100.200 (Teredo 2001::/32 (client, last 32 bits inverted))"}},
 				{"s", "2001:db8::5efe:6464:64c8", []string{"embeds IPv4 100.100.100.200 (ISATAP interface identifier ::5efe:0:0/96)"}},
@@ -196,7 +198,7 @@ func TestNormalize(t *testing.T) {
 			results: one(up("64:ff9b::6464:64c8"), up("64:ff9b::6464:64c9")),
 			prefix:  []netip.Prefix{netip.MustParsePrefix("::ffff:100.100.100.200/128")},
 			want:    []pub{{"IPv6", "64:ff9b::6464:64c9"}},
-			dropped: []drop{{"s", "64:ff9b::6464:64c8", []string{"embeds IPv4 100.100.100.200", "::ffff:100.100.100.200/128"}}},
+			dropped: []drop{{"s", "64:ff9b::6464:64c8", []string{"embeds IPv4 100.100.100.200", "--denied-cidrs"}}},
 		},
 		{
 			// libc and URL parsers read these as 100.100.100.200; DNS

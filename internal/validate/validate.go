@@ -377,8 +377,14 @@ func (v *Validator) dropped(xb *v1alpha1.ExternalBackend, admitted []*v1alpha1.B
 	}
 	var out []Finding
 	for _, d := range dropped {
+		msg := fmt.Sprintf("the controller would drop %s from source %s: %s", d.Address, d.Source, d.Reason)
+		// The controller's status does not say whose a cluster address
+		// is; here the networks are the ones the flags gave.
+		if whose := cluster.Whose(d.Address); whose != "" {
+			msg += " (" + whose + ")"
+		}
 		out = append(out, Finding{Field: addressField(xb, d), Severity: Warning, Check: CheckDropped, Reason: v1alpha1.ReasonAddressesDropped,
-			Message: fmt.Sprintf("the controller would drop %s from source %s: %s", d.Address, d.Source, d.Reason)})
+			Message: msg})
 	}
 	return out
 }

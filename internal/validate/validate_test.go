@@ -145,7 +145,7 @@ func TestValidateFindsEveryKind(t *testing.T) {
 		t.Fatalf("findings %+v, want two warnings, no error", rep.Findings)
 	}
 	meta := find(rep, CheckDropped, "spec.sources[0].static.endpoints[1].address")
-	if len(meta) != 1 || meta[0].FieldLine != 19 || !strings.Contains(meta[0].Message, "100.100.100.200/32") {
+	if len(meta) != 1 || meta[0].FieldLine != 19 || !strings.Contains(meta[0].Message, "--denied-cidrs") {
 		t.Errorf("deny-list finding %+v", meta)
 	}
 	svc := find(rep, CheckDropped, "spec.sources[0].static.endpoints[2].address")

@@ -3,14 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -209,9 +207,13 @@ func TestDeniedAddressesDropped(t *testing.T) {
 	mustCreate(t, xb)
 	cur := waitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionTrue, v1alpha1.ReasonAddressesDropped)
 	waitAddresses(t, ns, "db", framework.Served("192.0.2.10", "2001:db8::10")...)
-	expectDropped(t, cur, map[string]string{"fd00:ec2::254": "fd00:ec2::254/128", "203.0.113.200": testDenied})
+	expectDropped(t, cur, map[string]string{"fd00:ec2::254": "--denied-cidrs", "203.0.113.200": "--denied-cidrs"})
 	waitEvent(t, xb, corev1.EventTypeWarning, v1alpha1.ReasonAddressesDropped)
 }
+
+// clusterAddress is what the reason of a drop of the cluster's own address
+// says, whichever it is: whose it is stays in the controller's log.
+const clusterAddress = "is an address of this cluster's own network (nodes, pods, services or control plane)"
 
 // TestServiceRangeDropped: an address in the cluster's Service range (read
 // from its ServiceCIDRs, with no flag) is dropped, in either spelling,
@@ -223,10 +225,10 @@ func TestServiceRangeDropped(t *testing.T) {
 	mustCreate(t, xb)
 	cur := waitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionTrue, v1alpha1.ReasonAddressesDropped)
 	waitAddresses(t, ns, "db", framework.Served("192.0.2.10")...)
-	expectDropped(t, cur, map[string]string{"10.96.0.1": "inside the cluster's own network 10.96.0.0/24", "64:ff9b::a60:1": "inside the cluster's own network 10.96.0.0/24"})
+	expectDropped(t, cur, map[string]string{"10.96.0.1": clusterAddress, "64:ff9b::a60:1": clusterAddress})
 }
 
-// TestPodRangeDropped: with --deny-pod-cidrs, an address in a Node's Pod
+// TestPodRangeDropped: by default (--deny-pod-cidrs), an address in a Node's Pod
 // range is dropped, and a Node that gets a Pod range later drops what it
 // covers at once, without a spec change.
 func TestPodRangeDropped(t *testing.T) {
@@ -238,7 +240,7 @@ func TestPodRangeDropped(t *testing.T) {
 	mustCreate(t, xb)
 	cur := waitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionTrue, v1alpha1.ReasonAddressesDropped)
 	waitAddresses(t, ns, "db", "192.0.2.10", "10.245.0.7")
-	expectDropped(t, cur, map[string]string{"10.244.1.7": "inside the cluster's own network 10.244.1.0/24"})
+	expectDropped(t, cur, map[string]string{"10.244.1.7": clusterAddress})
 
 	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other-" + ns}}
 	mustCreate(t, other)
@@ -261,13 +263,13 @@ const (
 // TestClusterHostsDropped: with no flag, an endpoint at a Node's
 // InternalIP or ExternalIP (where its kubelet listens) or at the API
 // server's own address (in the slice of default/kubernetes, which the API
-// server writes) is dropped, naming whose address it is. A Node's
+// server writes) is dropped, as an address of the cluster's own. A Node's
 // heartbeats reconcile nothing; its new address drops the endpoint there at
 // once, without a spec change; a deleted Node's addresses are published
 // again. Not parallel: a Node concerns every backend, and the test counts
 // reconciles.
 func TestClusterHostsDropped(t *testing.T) {
-	apiServer := apiServerAddress(t)
+	apiServer := framework.APIServerAddress(t)
 	ns := newNamespace(t)
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "node-" + ns},
@@ -286,11 +288,7 @@ func TestClusterHostsDropped(t *testing.T) {
 	mustCreate(t, xb)
 	cur := waitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionTrue, v1alpha1.ReasonAddressesDropped)
 	waitAddresses(t, ns, "db", "192.0.2.10", nodeLaterIP)
-	dropped := map[string]string{
-		nodeInternalIP: "is Node " + node.Name + "'s InternalIP address",
-		nodeExternalIP: "is Node " + node.Name + "'s ExternalIP address",
-		apiServer:      "is an address of the API server (EndpointSlice default/kubernetes)",
-	}
+	dropped := map[string]string{nodeInternalIP: clusterAddress, nodeExternalIP: clusterAddress, apiServer: clusterAddress}
 	expectDropped(t, cur, dropped)
 	waitEvent(t, xb, corev1.EventTypeWarning, v1alpha1.ReasonAddressesDropped)
 
@@ -301,7 +299,7 @@ func TestClusterHostsDropped(t *testing.T) {
 		t.Fatalf("giving node %s another address: %v", node.Name, err)
 	}
 	waitAddresses(t, ns, "db", "192.0.2.10")
-	dropped[nodeLaterIP] = "is Node " + node.Name + "'s InternalIP address"
+	dropped[nodeLaterIP] = clusterAddress
 	eventually(t, timeout, nodeLaterIP+" listed as dropped", func() error {
 		if n := len(get(t, xb).Status.Dropped); n != len(dropped) {
 			return fmt.Errorf("%d addresses dropped, want %d", n, len(dropped))
@@ -343,33 +341,6 @@ func heartbeatsReconcileNothing(t *testing.T, xb *v1alpha1.ExternalBackend, node
 	if v := get(t, xb).ResourceVersion; v != xbVersion {
 		t.Errorf("the backend was written after the heartbeats: resourceVersion %s, was %s", v, xbVersion)
 	}
-}
-
-// apiServerAddress is the first address of the API server's own slice,
-// which it writes for Service default/kubernetes.
-func apiServerAddress(t *testing.T) string {
-	t.Helper()
-	var addr string
-	eventually(t, timeout, "the API server's own EndpointSlice", func() error {
-		var list discoveryv1.EndpointSliceList
-		if err := k8s.List(context.Background(), &list, client.InNamespace(metav1.NamespaceDefault),
-			client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}); err != nil {
-			return err
-		}
-		for _, s := range list.Items {
-			if len(s.Endpoints) > 0 {
-				addr = s.Endpoints[0].Addresses[0]
-				return nil
-			}
-		}
-		return fmt.Errorf("no endpoint in %d slices", len(list.Items))
-	})
-	// A loopback address would prove nothing: the API server refuses it in
-	// any other slice (the test control plane advertises another).
-	if a, err := netip.ParseAddr(addr); err != nil || a.IsLoopback() {
-		t.Fatalf("the API server's address %q is not an IP a backend could publish", addr)
-	}
-	return addr
 }
 
 func TestAddressOutsideAddressTypesDropped(t *testing.T) {

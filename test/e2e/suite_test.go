@@ -10,7 +10,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
@@ -18,10 +17,6 @@ import (
 
 // k8s is an administrator's client that talks to the API server directly.
 var k8s client.Client
-
-// testDenied is denied on top of the defaults, standing in for a cluster's
-// own Pod range.
-const testDenied = framework.TestDenied
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -37,8 +32,6 @@ func TestMain(m *testing.M) {
 		Providers: func(providers.Waker) ([]providers.Provider, error) {
 			return []providers.Provider{static.New()}, nil
 		},
-		// TestPodRangeDropped gives a Node a Pod range.
-		Config:  func(c *externalbackend.Config) { c.DenyPodCIDRs = true },
 		Started: func(e *framework.Env) error { k8s = e.Client; return nil },
 		// Under -fuzz (the coordinator and each worker process run this
 		// TestMain), only FuzzValidateAgainstAdmission runs, and it needs

@@ -414,7 +414,7 @@ func TestFlags(t *testing.T) {
 			"--concurrent=4", "--kube-api-qps=50", "--kube-api-burst=100",
 			"--max-endpoints-per-slice=100", "--min-endpoints-per-slice=10", "--max-endpoints-per-backend=10000", "--max-slices-per-backend=100", "--namespace-share=0", "--default-drain-period=30s", "--resolve-timeout=10s",
 			"--coalesce-quiet=0s", "--coalesce-max=5s", "--churn-window=1m", "--zap-log-level=info",
-			"--cluster-domain=cluster.local", "--allow-sources-without-provider=false", "--deny-pod-cidrs=false",
+			"--cluster-domain=cluster.local", "--allow-sources-without-provider=false", "--deny-pod-cidrs=true",
 			"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=500ms",
 		}},
 		{"production", "testdata/values-production.yaml", []string{
@@ -488,6 +488,29 @@ func TestMetadataStaysDenied(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPodRangesDeniedByDefault: the chart's defaults have the controller
+// refuse endpoints in the Nodes' Pod ranges, and controller.denyPodCIDRs
+// false turns that off, through the controller's own flag parsing (the
+// kustomize base passes the chart's default arguments: TestKustomizeBase).
+func TestPodRangesDeniedByDefault(t *testing.T) {
+	for _, c := range []struct {
+		values string
+		want   bool
+	}{
+		{"", true},
+		{"controller: {denyPodCIDRs: true}", true},
+		{"controller: {denyPodCIDRs: false}", false},
+	} {
+		opts, err := chartOptions(t, c.values)
+		if err != nil {
+			t.Fatalf("values %q: the controller refuses the chart's arguments: %v", c.values, err)
+		}
+		if opts.Config.DenyPodCIDRs != c.want {
+			t.Errorf("values %q: Pod ranges denied %v, want %v", c.values, opts.Config.DenyPodCIDRs, c.want)
+		}
 	}
 }
 

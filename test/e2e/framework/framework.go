@@ -87,7 +87,8 @@ type Options struct {
 	ProviderChecks backendprovider.CheckOptions
 }
 
-// TestConfig is the controller configuration of the tests: the defaults plus
+// TestConfig is the controller configuration of the tests: the defaults
+// (the Nodes' Pod ranges denied, as --deny-pod-cidrs is by default) plus
 // TestDenied. The suites written before BackendProviders publish through
 // the controller's own connections (AllowSourcesWithoutProvider); the
 // tenancy suite turns it off, as the chart does.
@@ -104,6 +105,7 @@ func TestConfig() externalbackend.Config {
 		ResolveTimeout:       5 * time.Second,
 		ReconcileTimeout:     externalbackend.DefaultReconcileTimeout,
 		Churn:                externalbackend.DefaultChurn(),
+		DenyPodCIDRs:         true,
 		// The suites written before BackendProviders.
 		AllowSourcesWithoutProvider: true,
 	}
@@ -208,15 +210,7 @@ func (e *Env) startController(opts Options) error {
 // answers, caches filled again from the API server, metrics from zero.
 func RestartController(t *testing.T) {
 	t.Helper()
-	e := current
-	e.cancel()
-	if err := <-e.done; err != nil {
-		t.Fatalf("stopping the controller: %v", err)
-	}
-	e.metrics = prometheus.NewRegistry()
-	if err := e.startController(e.opts); err != nil {
-		t.Fatalf("starting the controller again: %v", err)
-	}
+	current.restart(t, current.opts, func() {})
 }
 
 // Stop stops the controller, if it runs, and the control plane.
@@ -579,4 +573,32 @@ func ServedOf[V any](want map[string]V) map[string]V {
 		out[a] = want[a]
 	}
 	return out
+}
+
+// APIServerAddress is the first address of the API server's own slice,
+// which it writes for Service default/kubernetes: an address the
+// controller must never publish.
+func APIServerAddress(t *testing.T) string {
+	t.Helper()
+	var addr string
+	Eventually(t, Timeout, "the API server's own EndpointSlice", func() error {
+		var list discoveryv1.EndpointSliceList
+		if err := current.Client.List(context.Background(), &list, client.InNamespace(metav1.NamespaceDefault),
+			client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}); err != nil {
+			return err
+		}
+		for _, s := range list.Items {
+			if len(s.Endpoints) > 0 {
+				addr = s.Endpoints[0].Addresses[0]
+				return nil
+			}
+		}
+		return fmt.Errorf("no endpoint in %d slices", len(list.Items))
+	})
+	// A loopback address would prove nothing: the API server refuses it in
+	// any other slice (the test control plane advertises another).
+	if a, err := netip.ParseAddr(addr); err != nil || a.IsLoopback() {
+		t.Fatalf("the API server's address %q is not an IP a backend could publish", addr)
+	}
+	return addr
 }

@@ -92,9 +92,9 @@ func childConfig() externalbackend.Config {
 	// The Secrets BackendProviders name are read here, as the chart's
 	// Deployment says: list and watch on Secrets in this namespace alone.
 	c.Namespace = os.Getenv(podNamespaceEnv)
-	// The Nodes' Pod ranges are denied too, as controller.denyPodCIDRs
-	// asks (Nodes are read anyway: their addresses are always denied).
-	c.DenyPodCIDRs = true
+	// The Nodes' Pod ranges are denied (TestConfig), as
+	// controller.denyPodCIDRs does by default; Nodes are read anyway: their
+	// addresses are always denied.
 	return c
 }
 

@@ -85,7 +85,7 @@ var needs = map[request]need{
 	{"get", "", "endpoints"}:    {scenario: &adoptLegacy, shows: readFailed},
 	{"delete", "", "endpoints"}: {scenario: &adoptLegacy, shows: writeFailed},
 	// The Nodes: their addresses are always denied, their Pod ranges
-	// with --deny-pod-cidrs (on in the child).
+	// with --deny-pod-cidrs (on by default, and in the child).
 	{"list", "", "nodes"}:  {scenario: &podRange, env: []string{noWatchList}, shows: neverReconciled},
 	{"watch", "", "nodes"}: {scenario: &podRange},
 }
