@@ -116,7 +116,10 @@ func runDemo(ctx context.Context, out io.Writer, opts controllers.ManagerOptions
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "API server at %s (Service ranges %s); kubeconfig written to %s\n", cp.Config.Host, cidrs, kubeconfig)
+	// The kubeconfig holds the API server's admin credentials, and is no
+	// use once the API server is gone.
+	defer func() { err = errors.Join(err, os.RemoveAll(filepath.Dir(kubeconfig))) }()
+	fmt.Fprintf(out, "API server at %s (Service ranges %s); kubeconfig written to %s (removed when the demo stops)\n", cp.Config.Host, cidrs, kubeconfig)
 
 	opts.MetricsRegistry = prometheus.NewRegistry()
 	// One demo runs one controller; its tests run the demo twice in one
@@ -157,7 +160,8 @@ func runDemo(ctx context.Context, out io.Writer, opts controllers.ManagerOptions
 	return nil
 }
 
-// writeKubeconfig writes a kubeconfig for the demo's API server.
+// writeKubeconfig writes a kubeconfig for the demo's API server into a
+// directory of its own, which the caller removes.
 func writeKubeconfig(cp *controlplane.ControlPlane) (string, error) {
 	dir, err := os.MkdirTemp("", "backendslice-demo-")
 	if err != nil {

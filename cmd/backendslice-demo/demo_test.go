@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +62,12 @@ func TestDemo(t *testing.T) {
 				if !strings.Contains(got, want) {
 					t.Errorf("demo output lacks %q:\n%s", want, got)
 				}
+			}
+			kubeconfig := regexp.MustCompile(`kubeconfig written to (\S+)`).FindStringSubmatch(got)
+			if kubeconfig == nil {
+				t.Errorf("the demo did not say where its kubeconfig is:\n%s", got)
+			} else if _, err := os.Stat(filepath.Dir(kubeconfig[1])); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the demo left its kubeconfig's directory %s behind (%v)", filepath.Dir(kubeconfig[1]), err)
 			}
 			if c.name == "single-stack" && strings.Contains(got, "2001:db8") {
 				t.Errorf("single-stack demo publishes IPv6 addresses:\n%s", got)
