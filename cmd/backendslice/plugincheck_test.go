@@ -41,10 +41,11 @@ func TestPluginCheck(t *testing.T) {
 			if err != nil {
 				t.Fatalf("plugin-check: %v\n%s", err, out)
 			}
-			if !strings.HasSuffix(out, "11 passed, 0 failed\n") || strings.Contains(out, "FAIL") {
+			if !strings.HasSuffix(out, "13 passed, 0 failed\n") || strings.Contains(out, "FAIL") {
 				t.Errorf("plugin-check printed:\n%s", out)
 			}
-			for _, prop := range []string{"PASS Info", "PASS Resolve", "PASS Missing", "PASS Errors", "PASS Cancelled", "PASS Concurrent", "PASS Push"} {
+			for _, prop := range []string{"PASS Info", "PASS Resolve", "PASS Missing", "PASS Errors", "PASS Cancelled", "PASS Concurrent", "PASS Push",
+				"PASS Contract", "PASS Consent"} {
 				if !strings.Contains(out, prop) {
 					t.Errorf("plugin-check did not print %q:\n%s", prop, out)
 				}

@@ -96,7 +96,7 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	f.Providers.DNS.BindFlags(fs)
 	f.Providers.Consul.BindFlags(fs)
 	f.Providers.AWS.BindFlags(fs)
-	fs.DurationVar(&f.Providers.Plugin.Wait, "plugin-wait", pluginprovider.DefaultWait, "how long a plugin that pushes may hold a long-poll (its changes come at once whatever this says; it bounds how often an idle source asks again)")
+	fs.DurationVar(&f.Providers.Plugin.Wait, "plugin-wait", pluginprovider.DefaultWait, "how long a plugin that pushes may hold a long-poll, sent as waitSeconds (1s to 10m; its changes come at once whatever this says; it bounds how often an idle source asks again)")
 	fs.IntVar(&f.Providers.Plugin.MaxWatches, "plugin-max-watches", pluginprovider.DefaultMaxWatches, "most sources watched at once through one plugin BackendProvider; past it a new source fails transiently, naming the limit. While several namespaces hold watches, each may hold its share (see --namespace-watch-floor)")
 	fs.IntVar(&f.Providers.NamespaceWatchFloor, "namespace-watch-floor", fairshare.DefaultSeatFloor, "while several namespaces hold watches of one budget (--consul-max-watches, --consul-max-watches-per-agent, --plugin-max-watches), each may hold its share: the budget divided by the namespaces holding watches, never less than this floor; a namespace alone may use the whole budget, and one under its share that finds the budget full takes a watch back from the namespace most over its share")
 	gofs := flag.NewFlagSet("zap", flag.ExitOnError)

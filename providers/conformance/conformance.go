@@ -80,7 +80,11 @@ type MissingCase struct {
 	// Request is what Resolve is given; its source is of the provider's kind.
 	Request providers.Request
 	// Fail, when nil, says Resolve answers with no endpoints and no error;
-	// otherwise Resolve fails as Fail says, which must be Gone and Terminal.
+	// otherwise Resolve fails as Fail says, which must be Gone and
+	// Terminal, or, for a provider that applies consent before it looks a
+	// backend up (a plugin whose rules are per backend), Terminal with
+	// reason AccessDenied: a namespace may not learn that a backend it may
+	// not see does not exist.
 	Fail *Failure
 }
 
@@ -133,8 +137,9 @@ func (f Fixtures) Validate() error {
 	case len(f.Broken) == 0:
 		return errors.New("no broken case")
 	}
-	if m := f.Missing.Fail; m != nil && (!m.Gone || !m.Terminal) {
-		return errors.New("the missing case's failure must be Gone and Terminal: a backend that does not exist drains (providers.Gone)")
+	if m := f.Missing.Fail; m != nil && (!m.Terminal || !m.Gone && m.Reason != v1alpha1.ReasonAccessDenied) {
+		return errors.New("the missing case's failure must be Gone and Terminal (a backend that does not exist drains, providers.Gone), " +
+			"or Terminal with reason AccessDenied (consent comes first)")
 	}
 	for _, c := range f.Good {
 		if err := shapeOf(c.Want); err != nil {

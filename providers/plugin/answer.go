@@ -252,13 +252,13 @@ func readEndpoint(obj object, where string) (providers.Endpoint, string, error) 
 }
 
 // refreshOf is when a plugin that does not push is asked again: seconds
-// (not negative) kept between MinRefreshSeconds and MaxRefreshSeconds, 0
+// (never negative: readAnswer refuses that) at most MaxRefreshSeconds, 0
 // taken as DefaultRefreshSeconds.
 func refreshOf(seconds int64) time.Duration {
 	if seconds == 0 {
 		seconds = protocol.DefaultRefreshSeconds
 	}
-	return time.Duration(min(max(seconds, protocol.MinRefreshSeconds), protocol.MaxRefreshSeconds)) * time.Second
+	return time.Duration(min(seconds, protocol.MaxRefreshSeconds)) * time.Second
 }
 
 // readInfo reads the body of a 200 answer to info. Unknown fields are

@@ -83,6 +83,11 @@ func newConn(cc *providers.Connection, requests *atomic.Uint64) (*conn, error) {
 	}, nil
 }
 
+// IdleConnTimeout is how long the controller keeps a connection to a
+// plugin that carries no request; a plugin's server keeps idle
+// connections longer.
+const IdleConnTimeout = 4 * time.Second
+
 // HTTP/2 flow-control windows: the largest the protocol allows, and the
 // smallest a connection's may be.
 const (
@@ -125,8 +130,12 @@ func NewHTTPClient(pc *providers.PluginConnection) (*http.Client, error) {
 		},
 		// Every watch keeps a request open: let them keep their
 		// connections between requests instead of dialling each time.
+		// A pushed source's next long-poll goes out at once; a polled
+		// source's connection is closed before the common server
+		// defaults close it (Node's 5 s), so that a request never races
+		// the plugin closing the connection it is sent on.
 		MaxIdleConnsPerHost: 1024,
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     IdleConnTimeout,
 	}
 	return &http.Client{
 		Transport: tr,

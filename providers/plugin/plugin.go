@@ -74,7 +74,8 @@ const (
 
 // Options configure the provider; a zero field takes its default.
 type Options struct {
-	// Wait is how long a long-poll may be held (waitSeconds).
+	// Wait is how long a long-poll may be held (waitSeconds), kept
+	// between protocol.MinWaitSeconds and MaxWaitSeconds.
 	Wait time.Duration
 	// RetryDelay is the first pause after a failed request; it doubles,
 	// with jitter, at each failure in a row up to MaxRetryDelay.
@@ -97,6 +98,8 @@ func (o Options) withDefaults() Options {
 	if o.Wait <= 0 {
 		o.Wait = DefaultWait
 	}
+	// waitSeconds is whole seconds, within the protocol's bounds.
+	o.Wait = min(max(o.Wait, protocol.MinWaitSeconds*time.Second), protocol.MaxWaitSeconds*time.Second)
 	if o.RetryDelay <= 0 {
 		o.RetryDelay = DefaultRetryDelay
 	}

@@ -56,6 +56,16 @@ func newInventory(push bool) *inventory {
 			}
 			return nil
 		},
+		// A group admits every namespace but the one it is kept for.
+		Admit: func(_ context.Context, r sdk.Request) error {
+			inv.mu.Lock()
+			defer inv.mu.Unlock()
+			g := r.Parameters["group"]
+			if ns := inv.admits[g]; ns != "" && ns != r.Namespace {
+				return sdk.Forbidden("group %q is for namespace %s only", g, ns)
+			}
+			return nil
+		},
 		Resolve: func(_ context.Context, r sdk.Request) (sdk.Answer, error) {
 			inv.mu.Lock()
 			defer inv.mu.Unlock()
@@ -63,9 +73,6 @@ func newInventory(push bool) *inventory {
 			eps, ok := inv.groups[g]
 			if !ok {
 				return sdk.Answer{}, sdk.NotFound("no group %q", g)
-			}
-			if ns := inv.admits[g]; ns != "" && ns != r.Namespace {
-				return sdk.Answer{}, sdk.Forbidden("group %q is for namespace %s only", g, ns)
 			}
 			return sdk.Answer{Endpoints: append([]sdk.Endpoint(nil), eps...), RefreshAfter: time.Second}, nil
 		}}

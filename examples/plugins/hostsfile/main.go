@@ -16,6 +16,13 @@
 // last one that did and says so on every source (Unavailable), so that a
 // bad commit takes nothing away.
 //
+// Consent comes first: a namespace a group does not list is refused
+// (Forbidden) alike whether the group exists or not, so that no namespace
+// learns which groups exist. A group taken out of the file is NotFound
+// (its endpoints drain) to the namespaces it listed last, which the
+// plugin remembers while it runs; to every other namespace it is
+// Forbidden, as a group that never was.
+//
 //	hostsfile -listen 127.0.0.1:9100 -file /etc/hosts.d/hosts.yaml [-token-file F] [-tls-cert F -tls-key F]
 package main
 
@@ -79,6 +86,9 @@ type hosts struct {
 	path string
 	mu   sync.Mutex
 	file File
+	// gone are the groups taken out of the file since the plugin started,
+	// each with the namespaces it listed last.
+	gone map[string][]string
 	// raw is what was last read, good or not; broken says why it is not.
 	raw    []byte
 	broken error
@@ -104,6 +114,17 @@ func (h *hosts) load() (bool, error) {
 	if err := f.check(); err != nil {
 		h.broken = err
 		return true, err
+	}
+	if h.gone == nil {
+		h.gone = map[string][]string{}
+	}
+	for name, g := range h.file.Groups {
+		if _, ok := f.Groups[name]; !ok {
+			h.gone[name] = g.Namespaces
+		}
+	}
+	for name := range f.Groups {
+		delete(h.gone, name)
 	}
 	h.file, h.broken = f, nil
 	return true, nil
@@ -141,8 +162,25 @@ func validate(r sdk.Request) error {
 	return nil
 }
 
-// resolve answers with the group's hosts, if its namespaces admit the
-// request's.
+// admit refuses a namespace that the group does not list, or did not
+// list last if it is gone: the same refusal whether the group exists or
+// not.
+func (h *hosts) admit(_ context.Context, r sdk.Request) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	name := r.Parameters["group"]
+	g, ok := h.file.Groups[name]
+	namespaces := g.Namespaces
+	if !ok {
+		namespaces, ok = h.gone[name]
+	}
+	if !ok || (!slices.Contains(namespaces, "*") && !slices.Contains(namespaces, r.Namespace)) {
+		return sdk.Forbidden("group %q is not published to namespace %s: no group of that name lists it in its namespaces", name, r.Namespace)
+	}
+	return nil
+}
+
+// resolve answers an admitted request with the group's hosts.
 func (h *hosts) resolve(_ context.Context, r sdk.Request) (sdk.Answer, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -152,10 +190,7 @@ func (h *hosts) resolve(_ context.Context, r sdk.Request) (sdk.Answer, error) {
 	name := r.Parameters["group"]
 	g, ok := h.file.Groups[name]
 	if !ok {
-		return sdk.Answer{}, sdk.NotFound("%s has no group %q", h.path, name)
-	}
-	if !slices.Contains(g.Namespaces, "*") && !slices.Contains(g.Namespaces, r.Namespace) {
-		return sdk.Answer{}, sdk.Forbidden("group %q does not list namespace %s in its namespaces", name, r.Namespace)
+		return sdk.Answer{}, sdk.NotFound("%s no longer has group %q", h.path, name)
 	}
 	eps := make([]sdk.Endpoint, 0, len(g.Hosts))
 	for _, host := range g.Hosts {
@@ -207,7 +242,7 @@ func run() error {
 	if _, err := h.load(); err != nil {
 		return fmt.Errorf("reading %s: %w", *path, err)
 	}
-	p := &sdk.Plugin{Name: "hostsfile", Version: "1", Validate: validate, Resolve: h.resolve, Push: *push}
+	p := &sdk.Plugin{Name: "hostsfile", Version: "1", Validate: validate, Admit: h.admit, Resolve: h.resolve, Push: *push}
 	if *tokenFile != "" {
 		p.Token = func() string {
 			b, err := os.ReadFile(*tokenFile)

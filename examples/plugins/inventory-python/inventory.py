@@ -15,6 +15,13 @@ It serves an HTTP/JSON inventory kept in one JSON file:
 A source asks for one service: plugin: {parameters: {service: billing-db}}.
 The file is read again when it changes, and long-polls answer at once.
 
+Consent comes first: a namespace a service does not list is refused
+(Forbidden) alike whether the service exists or not. A service taken out
+of the file is NotFound (its endpoints drain) to the namespaces it listed
+last, which the plugin remembers while it runs, and Forbidden to others.
+Each error code goes with its one status: InvalidParameters 422, NotFound
+404, Forbidden 403, Unavailable 503, Unauthorized 401.
+
     inventory.py --listen 127.0.0.1:9200 --file inventory.json
                  [--token-file F] [--tls-cert F --tls-key F] [--no-push]
 """
@@ -45,6 +52,8 @@ class Inventory:
         self.path = path
         self.raw = None
         self.services = {}
+        # Services taken out of the file, with the namespaces they listed.
+        self.gone = {}
         self.broken = None
         self.changed = threading.Condition()
         self.load()
@@ -64,6 +73,11 @@ class Inventory:
                 services = json.loads(raw)["services"]
                 if not isinstance(services, dict):
                     raise ValueError("services is not an object")
+                for name, svc in self.services.items():
+                    if name not in services:
+                        self.gone[name] = svc.get("namespaces", [])
+                for name in services:
+                    self.gone.pop(name, None)
                 self.services, self.broken = services, None
             except (ValueError, KeyError, TypeError) as e:
                 self.broken = f"{self.path} does not parse: {e}"
@@ -83,14 +97,16 @@ class Inventory:
         name = params.get("service", "")
         if not SERVICE.match(name):
             return error(422, "InvalidParameters", f"service: {name!r} is not a service name (a DNS label)")
+        # Consent before existence: the same refusal for a service that
+        # does not list the namespace and for one that does not exist.
+        svc = self.services.get(name)
+        allowed = svc.get("namespaces", []) if svc is not None else self.gone.get(name)
+        if allowed is None or ("*" not in allowed and req.get("namespace") not in allowed):
+            return error(403, "Forbidden", f"service {name!r} is not published to namespace {req.get('namespace')}")
         if self.broken:
             return error(503, "Unavailable", self.broken)
-        svc = self.services.get(name)
         if svc is None:
-            return error(404, "NotFound", f"the inventory has no service {name!r}")
-        allowed = svc.get("namespaces", [])
-        if "*" not in allowed and req.get("namespace") not in allowed:
-            return error(403, "Forbidden", f"service {name!r} does not list namespace {req.get('namespace')}")
+            return error(404, "NotFound", f"the inventory no longer has service {name!r}")
         eps = [{k: e[k] for k in ("address", "serving", "terminating", "zone", "hostname", "port") if k in e}
                for e in svc.get("endpoints", [])]
         return 200, {"endpoints": eps}
@@ -132,22 +148,22 @@ def handler(inventory, token_file, push):
 
         def do_GET(self):
             if self.path != INFO_PATH:
-                return self.send(*error(404, "Unavailable", f"no operation at GET {self.path}"))
+                return self.send(*error(503, "Unavailable", f"no operation at GET {self.path}"))
             if not self.authorized():
-                return self.send(*error(401, "Forbidden", "a bearer token is required, and this is not it"))
+                return self.send(*error(401, "Unauthorized", "a bearer token is required, and this is not it"))
             self.send(200, {"protocolVersions": [PROTOCOL], "name": "inventory-python", "pluginVersion": "1"})
 
         def do_POST(self):
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(min(length, 1 << 18))
             if self.path != RESOLVE_PATH:
-                return self.send(*error(404, "Unavailable", f"no operation at POST {self.path}"))
+                return self.send(*error(503, "Unavailable", f"no operation at POST {self.path}"))
             if not self.authorized():
-                return self.send(*error(401, "Forbidden", "a bearer token is required, and this is not it"))
+                return self.send(*error(401, "Unauthorized", "a bearer token is required, and this is not it"))
             try:
                 req = json.loads(body)
             except ValueError as e:
-                return self.send(*error(400, "Unavailable", f"the request is not JSON: {e}"))
+                return self.send(*error(503, "Unavailable", f"the request is not JSON: {e}"))
             deadline = time.monotonic() + min(int(req.get("waitSeconds") or 0), MAX_WAIT)
             with inventory.changed:
                 while True:

@@ -3,18 +3,24 @@
 // running plugin, through the controller's own plugin client: what
 // `backendslice plugin-check` prints. A plugin author describes, in a
 // cases file, what the plugin should answer; the check also asks the
-// plugin's info (the version handshake) and, for a plugin that pushes,
-// whether it holds a long-poll.
+// plugin's info (the version handshake, within InfoBound), reads its
+// answers as the contract writes them (no field it does not have, each
+// error code with its status), checks that consent comes before
+// existence, that a wrong token is answered 401 with the protocol's
+// body, and, for a plugin that pushes, whether it holds a long-poll.
 package plugincheck
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +40,14 @@ type Cases struct {
 	// consent rules must admit them); conformance and plugin-check when unset.
 	Namespace string `json:"namespace,omitempty"`
 	Backend   string `json:"backend,omitempty"`
+	// Stranger is a namespace the plugin admits to nothing: asked for
+	// each good case that finds endpoints and for the missing case, the
+	// plugin must answer Forbidden every time (consent comes before
+	// existence). Required unless AdmitsEveryNamespace.
+	Stranger string `json:"stranger,omitempty"`
+	// AdmitsEveryNamespace says the plugin has no consent rules: then
+	// there is no stranger to ask.
+	AdmitsEveryNamespace bool `json:"admitsEveryNamespace,omitempty"`
 	// Good are parameters the plugin answers, each with exactly its want.
 	Good []Good `json:"good"`
 	// Missing are parameters of a backend that does not exist.
@@ -51,7 +65,9 @@ type Good struct {
 }
 
 // Missing is a request for a backend that does not exist: the plugin
-// answers no endpoints, or fails as Fail says (gone and terminal).
+// answers no endpoints, or fails as Fail says (gone and terminal:
+// NotFound; or, for a plugin whose consent rules are per backend and so
+// admit no one to a backend it never had, terminal AccessDenied).
 type Missing struct {
 	Parameters map[string]string `json:"parameters"`
 	Fail       *Failure          `json:"fail,omitempty"`
@@ -132,6 +148,10 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Result, error) {
 	if err := fixtures.Validate(); err != nil {
 		return nil, fmt.Errorf("the cases: %w", err)
 	}
+	if o.Cases.Stranger == "" && !o.Cases.AdmitsEveryNamespace {
+		return nil, errors.New("the cases: no stranger, a namespace the plugin admits to nothing, to check that consent comes before existence; " +
+			"name one, or say admitsEveryNamespace: true for a plugin without consent rules")
+	}
 	p, err := plugin.New(plugin.Options{RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}, nowhere{})
 	if err != nil {
 		return nil, err
@@ -152,12 +172,22 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Result, error) {
 		}
 	}
 	record("Info", func(r conformance.Reporter) {
+		start := time.Now()
 		if err := p.CheckConnection(ctx, conn); err != nil {
 			r.Errorf("GET %s: %v", protocol.InfoPath, err)
+		} else if took := time.Since(start); took > InfoBound {
+			r.Errorf("GET %s answered after %s; answer within %s", protocol.InfoPath, took.Round(time.Millisecond), InfoBound)
 		}
 	})
 	conformance.Check(p, fixtures, record)
 	record("Push", func(r conformance.Reporter) { o.checkPush(ctx, r) })
+	record("Contract", func(r conformance.Reporter) { o.checkContract(ctx, p, fixtures, r) })
+	if !o.Cases.AdmitsEveryNamespace {
+		record("Consent", func(r conformance.Reporter) { o.checkConsent(ctx, r) })
+	}
+	if o.Token != "" {
+		record("Token", func(r conformance.Reporter) { o.checkToken(ctx, r) })
+	}
 	failed := 0
 	for _, res := range results {
 		if len(res.Problems) > 0 {
@@ -228,6 +258,9 @@ const (
 	pushFloor = time.Second
 )
 
+// InfoBound is how quickly a plugin must answer info, as the contract says.
+const InfoBound = protocol.InfoSeconds * time.Second
+
 // checkPush asks the first good case; if the answer carries an index (the
 // plugin pushes), asks again with it: with nothing changed, the plugin
 // must hold the request, not answer at once, which would spin the
@@ -236,13 +269,8 @@ func (o Options) checkPush(ctx context.Context, r conformance.Reporter) {
 	if len(o.Cases.Good) == 0 {
 		return
 	}
-	g := o.Cases.Good[0]
-	req := protocol.ResolveRequest{Namespace: cmpOr(o.Cases.Namespace, "conformance"), Backend: cmpOr(o.Cases.Backend, "plugin-check"),
-		Source: "good-0", Parameters: g.Parameters, AddressTypes: []string{"IPv4", "IPv6"}}
-	if req.Parameters == nil {
-		req.Parameters = map[string]string{}
-	}
-	first, _, err := o.post(ctx, req)
+	req := o.request(o.Cases.Good[0].Parameters, o.namespace())
+	first, _, err := o.resolve(ctx, req)
 	if err != nil {
 		r.Errorf("%v", err)
 		return
@@ -251,7 +279,7 @@ func (o Options) checkPush(ctx context.Context, r conformance.Reporter) {
 		return // a plugin that is polled
 	}
 	req.Index, req.WaitSeconds = first.Index, int(pushWait/time.Second)
-	second, took, err := o.post(ctx, req)
+	second, took, err := o.resolve(ctx, req)
 	switch {
 	case err != nil:
 		r.Errorf("a long-poll with index %q: %v", first.Index, err)
@@ -263,39 +291,189 @@ func (o Options) checkPush(ctx context.Context, r conformance.Reporter) {
 	}
 }
 
-// post sends one resolve request as the controller would, and says how
-// long the answer took.
-func (o Options) post(ctx context.Context, req protocol.ResolveRequest) (protocol.ResolveResponse, time.Duration, error) {
+// checkContract reads the plugin's answers as the contract writes them:
+// a good case's answer has no field the protocol does not have and no
+// hostname the controller cannot publish (nothing the controller would
+// note on status), and every refusal comes with its code's one status.
+func (o Options) checkContract(ctx context.Context, p *plugin.Provider, f conformance.Fixtures, r conformance.Reporter) {
+	for _, c := range f.Good {
+		res, err := p.Resolve(ctx, c.Request)
+		switch {
+		case err != nil:
+			r.Errorf("case %s: %v", c.Name, err)
+		case res.Limit != "":
+			r.Errorf("case %s: %s", c.Name, res.Limit)
+		}
+	}
+	asks := []struct {
+		name   string
+		params map[string]string
+	}{{"missing case", o.Cases.Missing.Parameters}}
+	for _, b := range o.Cases.Broken {
+		asks = append(asks, struct {
+			name   string
+			params map[string]string
+		}{"broken case " + b.Name, b.Parameters})
+	}
+	for _, a := range asks {
+		status, body, _, err := o.post(ctx, protocol.ResolvePath, o.request(a.params, o.namespace()), o.Token)
+		if err != nil {
+			r.Errorf("%s: %v", a.name, err)
+			continue
+		}
+		if status == http.StatusOK {
+			continue
+		}
+		if problem := refusalProblem(status, body, ""); problem != "" {
+			r.Errorf("%s: %s", a.name, problem)
+		}
+	}
+}
+
+// refusalProblem says what is wrong with an answer other than 200 (want:
+// the code it must carry, "" for any): the body must be an ErrorResponse
+// with a code and a message, sent with that code's status.
+func refusalProblem(status int, body []byte, want string) string {
+	var er struct {
+		Error *struct {
+			Code    *string `json:"code"`
+			Message *string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &er); err != nil || er.Error == nil || er.Error.Code == nil || er.Error.Message == nil {
+		return fmt.Sprintf(`status %d without the protocol's body {"error": {"code": ..., "message": ...}}: %q`, status, printable(body))
+	}
+	code := *er.Error.Code
+	switch {
+	case want != "" && code != want:
+		return fmt.Sprintf("status %d with code %s; want code %s (status %d)", status, code, want, protocol.StatusOf(want))
+	case protocol.StatusOf(code) == 0:
+		return fmt.Sprintf("code %q is not one of the protocol's %v", code, protocol.Codes)
+	case protocol.StatusOf(code) != status:
+		return fmt.Sprintf("code %s answered with status %d; the protocol's status for %s is %d", code, status, code, protocol.StatusOf(code))
+	}
+	return ""
+}
+
+// printable is at most 200 bytes of b, for a message.
+func printable(b []byte) string { return providers.Printable(string(b), 200) }
+
+// checkConsent asks, from the stranger namespace, for every good case
+// that finds endpoints and for the missing case: each must be Forbidden,
+// so that a namespace never learns whether a backend it may not see
+// exists.
+func (o Options) checkConsent(ctx context.Context, r conformance.Reporter) {
+	asks := map[string]map[string]string{"missing case": o.Cases.Missing.Parameters}
+	for i, g := range o.Cases.Good {
+		if len(g.Want) > 0 {
+			asks["case "+cmpOr(g.Name, fmt.Sprint(i))] = g.Parameters
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(asks)) {
+		status, body, _, err := o.post(ctx, protocol.ResolvePath, o.request(asks[name], o.Cases.Stranger), o.Token)
+		switch {
+		case err != nil:
+			r.Errorf("%s from namespace %s: %v", name, o.Cases.Stranger, err)
+		case status == http.StatusOK:
+			r.Errorf("%s from namespace %s, which the plugin admits to nothing: answered 200; refuse it (Forbidden)", name, o.Cases.Stranger)
+		default:
+			if problem := refusalProblem(status, body, protocol.CodeForbidden); problem != "" {
+				r.Errorf("%s from namespace %s, which the plugin admits to nothing: %s; check consent before existence, "+
+					"so that Forbidden does not tell which backends exist", name, o.Cases.Stranger, problem)
+			}
+		}
+	}
+}
+
+// checkToken asks info and resolve with a token that is not the plugin's:
+// each must be answered 401 with code Unauthorized and a message.
+func (o Options) checkToken(ctx context.Context, r conformance.Reporter) {
+	wrong := "not-" + o.Token
+	for _, path := range []string{protocol.InfoPath, protocol.ResolvePath} {
+		var body any
+		if path == protocol.ResolvePath && len(o.Cases.Good) > 0 {
+			body = o.request(o.Cases.Good[0].Parameters, o.namespace())
+		}
+		status, got, _, err := o.post(ctx, path, body, wrong)
+		switch {
+		case err != nil:
+			r.Errorf("%s with a wrong token: %v", path, err)
+		case status != http.StatusUnauthorized:
+			r.Errorf("%s with a wrong token answered %d; want 401", path, status)
+		default:
+			if problem := refusalProblem(status, got, protocol.CodeUnauthorized); problem != "" {
+				r.Errorf("%s with a wrong token: %s", path, problem)
+			}
+		}
+	}
+}
+
+// namespace is the namespace every request names.
+func (o Options) namespace() string { return cmpOr(o.Cases.Namespace, "conformance") }
+
+// request is the resolve request of params from namespace ns, as the
+// controller sends it.
+func (o Options) request(params map[string]string, ns string) protocol.ResolveRequest {
+	if params == nil {
+		params = map[string]string{}
+	}
+	return protocol.ResolveRequest{Namespace: ns, Backend: cmpOr(o.Cases.Backend, "plugin-check"),
+		Source: "plugin-check", Parameters: params, AddressTypes: []string{"IPv4", "IPv6"}}
+}
+
+// resolve sends one resolve request, which must be answered 200, and
+// says how long the answer took.
+func (o Options) resolve(ctx context.Context, req protocol.ResolveRequest) (protocol.ResolveResponse, time.Duration, error) {
+	var out protocol.ResolveResponse
+	status, body, took, err := o.post(ctx, protocol.ResolvePath, req, o.Token)
+	if err != nil {
+		return out, took, err
+	}
+	if status != http.StatusOK {
+		return out, took, fmt.Errorf("POST %s answered %d", protocol.ResolvePath, status)
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return out, took, fmt.Errorf("POST %s: %w", protocol.ResolvePath, err)
+	}
+	return out, took, nil
+}
+
+// post sends one request to path as the controller would, through its
+// client and bounds (GET when body is nil), with token, and returns the
+// status and the body (at most the answer bound).
+func (o Options) post(ctx context.Context, path string, body any, token string) (int, []byte, time.Duration, error) {
 	conn := o.connection().Plugin
 	client, err := plugin.NewHTTPClient(conn)
 	if err != nil {
-		return protocol.ResolveResponse{}, 0, err
+		return 0, nil, 0, err
 	}
 	defer client.CloseIdleConnections()
-	body, _ := json.Marshal(req)
+	method, rd := http.MethodGet, io.Reader(nil)
+	if body != nil {
+		b, _ := json.Marshal(body)
+		method, rd = http.MethodPost, bytes.NewReader(b)
+	}
 	ctx, cancel := context.WithTimeout(ctx, pushWait+conn.Timeout)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(o.URL, "/")+protocol.ResolvePath, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(o.URL, "/")+path, rd)
 	if err != nil {
-		return protocol.ResolveResponse{}, 0, err
+		return 0, nil, 0, err
 	}
-	hr.Header.Set("Content-Type", "application/json")
-	if o.Token != "" {
-		hr.Header.Set("Authorization", "Bearer "+o.Token)
+	if body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		hr.Header.Set("Authorization", "Bearer "+token)
 	}
 	start := time.Now()
 	resp, err := client.Do(hr)
 	if err != nil {
-		return protocol.ResolveResponse{}, 0, err
+		return 0, nil, 0, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	took := time.Since(start)
-	var out protocol.ResolveResponse
-	if resp.StatusCode != http.StatusOK {
-		return out, took, fmt.Errorf("POST %s answered %d", protocol.ResolvePath, resp.StatusCode)
+	got, err := io.ReadAll(io.LimitReader(resp.Body, protocol.MaxResponseBytes(conn.MaxEndpoints)))
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, protocol.MaxResponseBytes(conn.MaxEndpoints))).Decode(&out); err != nil {
-		return out, took, fmt.Errorf("POST %s: %w", protocol.ResolvePath, err)
-	}
-	return out, took, nil
+	return resp.StatusCode, got, time.Since(start), nil
 }

@@ -61,7 +61,8 @@ type ResolveRequest struct {
 	// plugin holds the request until its answer would carry another index,
 	// or WaitSeconds have passed (a long-poll, as Consul's blocking queries).
 	Index string `json:"index,omitempty"`
-	// WaitSeconds is how long a long-poll may be held; set with Index.
+	// WaitSeconds is how long a long-poll may be held (MinWaitSeconds to
+	// MaxWaitSeconds); set with Index.
 	WaitSeconds int `json:"waitSeconds,omitempty"`
 }
 
@@ -70,7 +71,8 @@ type ResolveResponse struct {
 	// Endpoints of the backend, in any order.
 	Endpoints []Endpoint `json:"endpoints"`
 	// RefreshAfterSeconds is when a plugin that does not push wants to be
-	// asked again (kept between 1 and 3600; 30 when unset).
+	// asked again: 30 when 0 or unset, 3600 when larger, ignored when the
+	// answer carries an index; a negative one breaks the answer.
 	RefreshAfterSeconds int `json:"refreshAfterSeconds,omitempty"`
 	// Index, when set, says the plugin pushes: the next request carries it
 	// and is held until the answer changes. At most MaxIndexLength bytes.
@@ -162,11 +164,17 @@ const (
 	// MaxResponseHeaderBytes bounds the headers of an answer: the status
 	// line and every header line, as net/http counts them.
 	MaxResponseHeaderBytes = 32 << 10
-	// MinRefreshSeconds, MaxRefreshSeconds and DefaultRefreshSeconds
-	// bound RefreshAfterSeconds.
-	MinRefreshSeconds     = 1
+	// DefaultRefreshSeconds is what a RefreshAfterSeconds of 0 (or none)
+	// means, and MaxRefreshSeconds what a larger one is read as; a
+	// negative one breaks the answer.
 	MaxRefreshSeconds     = 3600
 	DefaultRefreshSeconds = 30
+	// MinWaitSeconds and MaxWaitSeconds bound the waitSeconds the
+	// controller sends (--plugin-wait is kept between them).
+	MinWaitSeconds = 1
+	MaxWaitSeconds = 600
+	// InfoSeconds is how quickly a plugin answers info.
+	InfoSeconds = 1
 )
 
 // MaxResponseBytes is the largest answer the controller reads from a

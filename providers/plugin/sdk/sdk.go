@@ -1,12 +1,14 @@
 // Package sdk turns a Go function into a provider plugin: an http.Handler
 // that speaks the plugin protocol (providers/plugin/protocol), checks the
-// controller's token, validates parameters before anything else, and,
-// for a plugin that pushes, holds the controller's long-polls until the
-// plugin says its inventory changed.
+// controller's token, validates parameters before anything else, applies
+// the plugin's consent rules before it looks anything up, and, for a
+// plugin that pushes, holds the controller's long-polls until the plugin
+// says its inventory changed.
 //
 //	p := &sdk.Plugin{
 //		Name: "inventory",
 //		Validate: func(r sdk.Request) error { ... sdk.InvalidParameters("...") },
+//		Admit:    func(ctx context.Context, r sdk.Request) error { ... sdk.Forbidden("...") },
 //		Resolve:  func(ctx context.Context, r sdk.Request) (sdk.Answer, error) { ... },
 //		Push:     true,
 //	}
@@ -65,6 +67,8 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
+// Each code is answered with its one status, protocol.StatusOf.
+
 // InvalidParameters says the parameters are wrong: the source says
 // InvalidSpec with the message.
 func InvalidParameters(format string, args ...any) error {
@@ -76,7 +80,8 @@ func NotFound(format string, args ...any) error {
 	return &Error{protocol.CodeNotFound, fmt.Sprintf(format, args...)}
 }
 
-// Forbidden says the plugin's own rules refuse the namespace or backend.
+// Forbidden says the plugin's own rules refuse the namespace or backend;
+// Admit returns it, for a backend that exists or not alike.
 func Forbidden(format string, args ...any) error {
 	return &Error{protocol.CodeForbidden, fmt.Sprintf(format, args...)}
 }
@@ -88,7 +93,7 @@ func Unavailable(format string, args ...any) error {
 }
 
 // DefaultMaxWait bounds how long a long-poll is held, whatever the
-// controller asks.
+// controller asks (waitSeconds, 60 by default, at most 600).
 const DefaultMaxWait = 5 * time.Minute
 
 // maxRequestBytes bounds a request's body: the CRD bounds parameters
@@ -100,10 +105,21 @@ const maxRequestBytes = 256 << 10
 type Plugin struct {
 	// Name and Version name the plugin in its info.
 	Name, Version string
-	// Validate checks a request's parameters before Resolve sees it; nil
+	// Validate checks a request's parameters before anything else; nil
 	// accepts every one. Return InvalidParameters to refuse.
 	Validate func(Request) error
-	// Resolve answers a request; it must be read-only and idempotent.
+	// Admit applies the plugin's consent rules to the request's
+	// namespace, backend and parameters, after Validate and before
+	// Resolve, every time Resolve is asked (also in a held long-poll, so
+	// that consent taken back applies at once). It refuses with Forbidden
+	// whether or not what the parameters name exists, and with a message
+	// that does not tell which: NotFound is for Resolve only, so that a
+	// namespace learns what exists only of what it may see. Any error
+	// Admit returns but Unavailable is answered as Forbidden. Required:
+	// Handler panics without it; AdmitEveryNamespace admits all.
+	Admit func(context.Context, Request) error
+	// Resolve answers an admitted request; it must be read-only and
+	// idempotent.
 	Resolve func(context.Context, Request) (Answer, error)
 	// Push makes the plugin push: answers carry an index (a hash of the
 	// endpoints), and a long-poll is held until Changed makes Resolve
@@ -140,8 +156,16 @@ func (p *Plugin) changes() <-chan struct{} {
 	return p.changed
 }
 
-// Handler serves the protocol's operations.
+// AdmitEveryNamespace is the Admit of a plugin without consent rules:
+// every namespace may publish every backend, and learn which exist.
+func AdmitEveryNamespace(context.Context, Request) error { return nil }
+
+// Handler serves the protocol's operations. It panics when Admit or
+// Resolve is nil: a plugin states its consent rules, even "none".
 func (p *Plugin) Handler() http.Handler {
+	if p.Admit == nil || p.Resolve == nil {
+		panic("sdk: a Plugin needs Resolve and Admit (its consent rules, checked before Resolve; sdk.AdmitEveryNamespace for none)")
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+protocol.InfoPath, p.authorized(p.info))
 	mux.HandleFunc("POST "+protocol.ResolvePath, p.authorized(p.resolve))
@@ -154,7 +178,7 @@ func (p *Plugin) authorized(next http.HandlerFunc) http.HandlerFunc {
 		if p.Token != nil {
 			want := "Bearer " + p.Token()
 			if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
-				writeError(w, http.StatusUnauthorized, &Error{protocol.CodeForbidden, "a bearer token is required, and this is not it"})
+				writeFailure(w, &Error{protocol.CodeUnauthorized, "a bearer token is required, and this is not it"})
 				return
 			}
 		}
@@ -169,7 +193,7 @@ func (p *Plugin) info(w http.ResponseWriter, _ *http.Request) {
 func (p *Plugin) resolve(w http.ResponseWriter, r *http.Request) {
 	var in protocol.ResolveRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes)).Decode(&in); err != nil {
-		writeError(w, http.StatusBadRequest, &Error{protocol.CodeUnavailable, "the request is not the protocol's JSON: " + err.Error()})
+		writeFailure(w, &Error{protocol.CodeUnavailable, "the request is not the protocol's JSON: " + err.Error()})
 		return
 	}
 	req := Request{Namespace: in.Namespace, Backend: in.Backend, Source: in.Source, Parameters: in.Parameters, AddressTypes: in.AddressTypes}
@@ -187,6 +211,10 @@ func (p *Plugin) resolve(w http.ResponseWriter, r *http.Request) {
 	for {
 		// Taken before resolving, so that a change during Resolve is not missed.
 		changed := p.changes()
+		if err := p.admit(r.Context(), req); err != nil {
+			writeFailure(w, err)
+			return
+		}
 		ans, err := p.Resolve(r.Context(), req)
 		if err != nil {
 			writeFailure(w, err)
@@ -231,26 +259,29 @@ func IndexOf(eps []Endpoint) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// writeFailure answers err with its code's status.
-func writeFailure(w http.ResponseWriter, err error) {
+// admit runs Admit: its refusal is Forbidden whatever it says, but for
+// Unavailable (the rules cannot be read now).
+func (p *Plugin) admit(ctx context.Context, req Request) error {
+	err := p.Admit(ctx, req)
+	if err == nil {
+		return nil
+	}
 	var e *Error
-	if !errors.As(err, &e) {
-		e = &Error{protocol.CodeUnavailable, err.Error()}
+	if errors.As(err, &e) && (e.Code == protocol.CodeForbidden || e.Code == protocol.CodeUnavailable) {
+		return e
 	}
-	status := http.StatusServiceUnavailable
-	switch e.Code {
-	case protocol.CodeInvalidParameters:
-		status = http.StatusUnprocessableEntity
-	case protocol.CodeNotFound:
-		status = http.StatusNotFound
-	case protocol.CodeForbidden:
-		status = http.StatusForbidden
-	}
-	writeError(w, status, e)
+	return &Error{protocol.CodeForbidden, err.Error()}
 }
 
-func writeError(w http.ResponseWriter, status int, e *Error) {
-	writeJSON(w, status, protocol.ErrorResponse{Error: protocol.Error{Code: e.Code, Message: e.Message}})
+// writeFailure answers err with its code's one status (protocol.StatusOf);
+// an error of no code, or of a code the protocol does not have, is
+// Unavailable.
+func writeFailure(w http.ResponseWriter, err error) {
+	var e *Error
+	if !errors.As(err, &e) || protocol.StatusOf(e.Code) == 0 {
+		e = &Error{protocol.CodeUnavailable, err.Error()}
+	}
+	writeJSON(w, protocol.StatusOf(e.Code), protocol.ErrorResponse{Error: protocol.Error{Code: e.Code, Message: e.Message}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -175,6 +175,7 @@ func newFake(t *testing.T) *fake {
 			}
 			return nil
 		},
+		Admit: sdk.AdmitEveryNamespace,
 		Resolve: func(_ context.Context, r sdk.Request) (sdk.Answer, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
