@@ -445,12 +445,17 @@ func (p *Provider) refuse(i interest, w *watch, err error) error {
 		r = &refusal{key: w.key}
 	}
 	r.times++
-	delay := backoff.Delay(r.times, p.opts.RefusedDelay, p.opts.MaxRefusedDelay)
-	r.until = time.Now().Add(delay)
+	r.until = time.Now().Add(backoff.Delay(r.times, p.opts.RefusedDelay, p.opts.MaxRefusedDelay))
+	// The message names the wait before its jitter, so that sources
+	// refused together read alike and the status changes once a round.
+	within := p.opts.RefusedDelay
+	for i := 1; i < r.times && within < p.opts.MaxRefusedDelay; i++ {
+		within *= 2
+	}
 	pe := providers.AsError(err)
 	r.err = &providers.Error{Terminal: pe.Terminal, Gone: pe.Gone, Reason: pe.Reason, Err: fmt.Errorf(
-		"%w; it holds no watch and is asked again in %s (the wait doubles, up to %s, at each refusal in a row; a change of the source or of its BackendProvider asks at once)",
-		pe.Err, delay.Round(time.Second), p.opts.MaxRefusedDelay)}
+		"%w; it holds no watch and is asked again within %s (doubling up to %s while refused; an edit of the source or its BackendProvider asks at once)",
+		pe.Err, min(within, p.opts.MaxRefusedDelay), p.opts.MaxRefusedDelay)}
 	if p.watches[i] == w {
 		p.refused[i] = r
 		p.drop(i)

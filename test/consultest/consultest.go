@@ -45,6 +45,10 @@ type Config struct {
 	// TLS, when true, also serves the HTTP API over TLS on HTTPSAddr, with a
 	// certificate for TLSServerName only (no IP address) signed by CAFile.
 	TLS bool
+	// MaxConnsPerClient, when set, is the agent's
+	// limits.http_max_conns_per_client (200 when unset): past it the agent
+	// answers 429 to a client address.
+	MaxConnsPerClient int
 }
 
 // TLSServerName is the only name in the certificate of an agent with TLS.
@@ -133,6 +137,9 @@ func Start(cfg Config) (*Agent, error) {
 	}
 	if cfg.Datacenter != "" {
 		a.args = append(a.args, "-datacenter", cfg.Datacenter)
+	}
+	if cfg.MaxConnsPerClient > 0 {
+		a.args = append(a.args, "-hcl", fmt.Sprintf("limits { http_max_conns_per_client = %d }", cfg.MaxConnsPerClient))
 	}
 	for _, k := range slices.Sorted(maps.Keys(cfg.NodeMeta)) {
 		a.args = append(a.args, "-node-meta", k+":"+cfg.NodeMeta[k])
