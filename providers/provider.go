@@ -54,6 +54,12 @@ type Request struct {
 	Source v1alpha1.Source
 	// AddressTypes are the families the spec publishes.
 	AddressTypes []v1alpha1.AddressType
+	// DeniedName, when set, says why a name an answer leads to (a CNAME
+	// target a dns source's lookup would follow) must not be followed, or
+	// is "" when it may: the controller's checks of a name (its cluster
+	// domain, localhost, the metadata services' names and its
+	// --denied-names). Nil follows every name: offline callers only.
+	DeniedName func(name string) string
 	// Connection is the BackendProvider the source names in providerRef,
 	// read and admitted by the controller; nil for a source without one,
 	// which the provider serves with the connection of the controller's

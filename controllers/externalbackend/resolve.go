@@ -113,6 +113,7 @@ func (r *Reconciler) ask(ctx context.Context, xb *v1alpha1.ExternalBackend, admi
 		wg.Go(func() {
 			replies[i] = r.call(ctx, providers.Request{
 				Namespace: xb.Namespace, Backend: xb.Name, Source: src, AddressTypes: xb.Spec.AddressTypes, Connection: adm.conn,
+				DeniedName: r.deniedName,
 			})
 		})
 	}
@@ -225,4 +226,13 @@ func (r *Reconciler) resolveSources(ctx context.Context, xb *v1alpha1.ExternalBa
 	// Providers keep watches and listings only for admitted sources.
 	r.forgetSources(key, admitted...)
 	return out
+}
+
+// deniedName says why a source's lookup must not follow name (a CNAME
+// target, lower case without its trailing dot), or is "" when it may: the
+// checks an FQDN endpoint gets, so that a name outside the cluster cannot
+// lead a lookup into the cluster's DNS domain (another namespace's Pods),
+// localhost or a metadata service.
+func (r *Reconciler) deniedName(name string) string {
+	return publish.DeniedNameReason(name, r.Config.DeniedNames, r.Config.ClusterDomain)
 }

@@ -18,6 +18,16 @@
 //   - SERVFAIL, REFUSED, a referral, a CNAME loop, a timeout or a network
 //     error from every resolver: a transient failure, so the controller keeps
 //     the last known endpoints and retries.
+//   - a CNAME chain that leads into a name the controller denies
+//     (Request.DeniedName: the cluster's DNS domain, localhost, a metadata
+//     service's name): the chain is not followed there, nothing of the
+//     answer is published, and the failure is transient. It is transient,
+//     not terminal, because the spec is not what is wrong: the records are,
+//     and they change without the spec changing (the owner fixes them, or
+//     a hijacked record is taken back), which only a lookup again notices;
+//     meanwhile the last known endpoints are kept, as for a failing
+//     resolver. The message names the source's own name only, never
+//     where its chain led: that may be another team's record.
 //
 // FQDN: when spec.addressTypes lists FQDN, the name itself is published as
 // one FQDN endpoint, besides the addresses of the IP families listed. The
@@ -284,10 +294,10 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 	errs := make([]error, len(qtypes))
 	var wg sync.WaitGroup
 	for i, qt := range qtypes {
-		wg.Go(func() { answers[i], errs[i] = p.lookup(ctx, servers, mdns.Fqdn(name), qt) })
+		wg.Go(func() { answers[i], errs[i] = p.lookup(ctx, servers, mdns.Fqdn(name), qt, req.DeniedName) })
 	}
 	wg.Wait()
-	if err := failure(field, errs); err != nil {
+	if err := failure(field, name, errs); err != nil {
 		return providers.Result{}, err
 	}
 
@@ -346,17 +356,21 @@ func (p *Provider) refreshBounds(field string, src *v1alpha1.DNSSource) (lo, hi 
 	return max(lo, p.minRefresh), max(hi, p.minRefresh), nil
 }
 
-// failure is the provider error for the lookups' errors, nil when none
-// failed. Any lookup that failed for an unknown reason makes the failure
-// transient, so the last known endpoints are kept: only a certain answer
-// drains them.
-func failure(field string, errs []error) error {
+// failure is the provider error for the lookups' errors of name, nil when
+// none failed. A chain into a denied name fails the whole source, whatever
+// the other lookup found. Any lookup that failed for an unknown reason
+// makes the failure transient, so the last known endpoints are kept: only
+// a certain answer drains them.
+func failure(field, name string, errs []error) error {
 	var gone *nxdomain
 	var transient joined
 	for _, err := range errs {
 		var nx *nxdomain
 		switch {
 		case err == nil:
+		case errors.Is(err, errDeniedTarget):
+			return providers.Transient(fmt.Errorf("%s.name: %s: %w; nothing of its answer is published: point the name at the backend outside the cluster",
+				field, name, errDeniedTarget))
 		case errors.As(err, &nx):
 			gone = nx
 		default:

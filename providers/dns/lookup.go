@@ -16,6 +16,12 @@ import (
 // misconfigurations, and the bound stops a server that sends endless ones.
 const maxChain = 8
 
+// errDeniedTarget is a lookup whose CNAME chain leads into a name that
+// must not be followed. It says where only in general: the name is
+// another's record, maybe another team's Service.
+var errDeniedTarget = errors.New("its CNAME chain leads into a name that can't be followed " +
+	"(in the cluster's DNS domain, localhost, or a cloud metadata service's name)")
+
 // ednsSize is the UDP payload size advertised, the DNS Flag Day 2020 value:
 // it avoids IP fragmentation, and larger answers come back truncated and are
 // asked for again over TCP.
@@ -86,8 +92,10 @@ func describe(chain []string) string {
 // servers, following CNAME chains: within one answer, as recursive
 // resolvers send them, and by asking again for the chain's end when an
 // answer stops at a CNAME, as authoritative servers do for targets outside
-// their zone.
-func (p *Provider) lookup(ctx context.Context, servers resolverSet, name string, qtype uint16) (answer, error) {
+// their zone. A target that denied (when set) refuses ends the lookup with
+// errDeniedTarget, before it is asked of anyone and before any address of
+// the answer is taken.
+func (p *Provider) lookup(ctx context.Context, servers resolverSet, name string, qtype uint16, denied func(string) string) (answer, error) {
 	var a answer
 	chain := []string{mdns.CanonicalName(name)}
 	for {
@@ -108,6 +116,8 @@ func (p *Provider) lookup(ctx context.Context, servers resolverSet, name string,
 			case len(chain) > maxChain:
 				return answer{}, fmt.Errorf("%s lookup of %s: more than %d CNAMEs (from %s)",
 					mdns.TypeToString[qtype], describe(chain), maxChain, server)
+			case denied != nil && denied(strings.TrimSuffix(target, ".")) != "":
+				return answer{}, errDeniedTarget
 			}
 			chain = append(chain, target)
 			a.ttl.see(ttl)

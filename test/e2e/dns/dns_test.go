@@ -33,7 +33,7 @@ const zone = "e2e.test"
 var server *dnstest.Server
 
 func TestMain(m *testing.M) {
-	s, err := dnstest.New(zone)
+	s, err := dnstest.New(append([]string{zone}, deniedZones...)...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

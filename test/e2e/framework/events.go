@@ -2,7 +2,9 @@ package framework
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	eventsv1 "k8s.io/api/events/v1"
@@ -35,4 +37,29 @@ func WaitEvent(t *testing.T, xb *v1alpha1.ExternalBackend, typ, reason string) *
 		return fmt.Errorf("events about it: %v", seen)
 	})
 	return ev
+}
+
+// ExpectNotNamed fails the test if xb's status, or the note of any Event
+// of its namespace, holds any of words: for what a tenant must not learn.
+func ExpectNotNamed(t *testing.T, xb *v1alpha1.ExternalBackend, words ...string) {
+	t.Helper()
+	status, err := json.Marshal(xb.Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := map[string]string{"status": string(status)}
+	var events eventsv1.EventList
+	if err := current.Client.List(context.Background(), &events, client.InNamespace(xb.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		told["event "+e.Reason] += e.Note
+	}
+	for where, text := range told {
+		for _, w := range words {
+			if strings.Contains(text, w) {
+				t.Errorf("%s names %q: %s", where, w, text)
+			}
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package tenancy_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -104,25 +102,7 @@ func TestClusterAddressesNotNamed(t *testing.T) {
 
 	secrets := []string{node.Name, "ip-10-0-7-17", "InternalIP", "Node ", "ServiceCIDR", "API server", "Pod range",
 		"EndpointSlice default", serviceRange.String(), serviceRange.Addr().String(), podRange, "10.244.77.0"}
-	status, err := json.Marshal(cur.Status)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events eventsv1.EventList
-	if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	told := map[string]string{"status": string(status)}
-	for _, e := range events.Items {
-		told["event "+e.Reason] += e.Note
-	}
-	for where, text := range told {
-		for _, s := range secrets {
-			if strings.Contains(text, s) {
-				t.Errorf("%s names %q: %s", where, s, text)
-			}
-		}
-	}
+	framework.ExpectNotNamed(t, cur, secrets...)
 }
 
 // TestPodRangeDeniedByDefault: the binary's defaults deny an address in a
