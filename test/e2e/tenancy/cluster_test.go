@@ -105,15 +105,18 @@ func TestClusterAddressesNotNamed(t *testing.T) {
 	framework.ExpectNotNamed(t, cur, secrets...)
 }
 
-// TestPodRangeDeniedByDefault: the binary's defaults deny an address in a
-// Node's Pod range (spec.podCIDRs), even inside the provider's
-// allowedCIDRs; with --deny-pod-cidrs=false, the way out, it is
-// published. Not parallel: it restarts the controller with each
-// configuration, as the flags parse it.
+// TestPodRangeDeniedByDefault: the binary's defaults, which the suite's
+// controller runs with, deny an address in a Node's Pod range
+// (spec.podCIDRs), even inside the provider's allowedCIDRs; with
+// --deny-pod-cidrs=false, the way out, it is published. Not parallel: it
+// restarts the controller with that flag, as the flags parse it.
 func TestPodRangeDeniedByDefault(t *testing.T) {
 	byDefault, err := cli.OptionsFromArgs(nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if suite := framework.TestConfig().DenyPodCIDRs; suite != byDefault.Config.DenyPodCIDRs || !suite {
+		t.Fatalf("the binary denies Pod ranges by default: %v, the suite's controller: %v; want both true", byDefault.Config.DenyPodCIDRs, suite)
 	}
 	turnedOff, err := cli.OptionsFromArgs([]string{"--deny-pod-cidrs=false"})
 	if err != nil {
@@ -133,7 +136,6 @@ func TestPodRangeDeniedByDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	framework.RestartControllerWith(t, func(c *externalbackend.Config) { c.DenyPodCIDRs = byDefault.Config.DenyPodCIDRs })
 	waitStates(t, ns, "db", statesOf(ready, other))
 	cur := waitDropped(t, xb, podIP)
 	if r := cur.Status.Dropped[0].Reason; !strings.Contains(r, clusterAddress) || strings.Contains(r, podRange) {
