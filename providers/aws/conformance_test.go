@@ -38,6 +38,7 @@ func TestRDSConformance(t *testing.T) {
 		return providers.Endpoint{Address: addr, Zone: "eu-west-1a", Hostname: "aurora-" + addr[len(addr)-1:], Serving: true, Port: 5432}
 	}
 	providertest.Run(t, providertest.Harness{
+		Kind:     providers.KindAWSRDS,
 		Provider: e.s.RDS(),
 		Good: func(*testing.T) []providertest.Case {
 			return []providertest.Case{
@@ -85,6 +86,7 @@ func TestEC2Conformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	providertest.Run(t, providertest.Harness{
+		Kind:     providers.KindAWSEC2,
 		Provider: e.s.EC2(),
 		Good: func(*testing.T) []providertest.Case {
 			return []providertest.Case{
@@ -116,4 +118,78 @@ func TestEC2Conformance(t *testing.T) {
 	if got := e.fake.Calls(awstest.DescribeInstances); got != 1 {
 		t.Errorf("the whole suite made %d DescribeInstances calls, want 1: every resolve reads the shared listing", got)
 	}
+}
+
+func TestElastiCacheConformance(t *testing.T) {
+	e := newEnv(t, nil)
+	e.fake.PutServerlessCache(serverless("lru", "192.0.2.51", "2001:db8::51"))
+	putGroup(e, "orders", false, []string{"192.0.2.41", "192.0.2.42"})
+	ep := func(addr, host string, port int32, zone string) providers.Endpoint {
+		return providers.Endpoint{Address: addr, Zone: zone, Hostname: host, Serving: true, Port: port}
+	}
+	providertest.Run(t, providertest.Harness{
+		Kind:     providers.KindAWSElastiCache,
+		Provider: e.s.ElastiCache(),
+		Good: func(*testing.T) []providertest.Case {
+			return []providertest.Case{
+				{Name: "serverless", Request: providertest.NewRequest(cacheSource(v1alpha1.AWSElastiCacheSource{ServerlessCacheName: "lru"})),
+					Want: []providers.Endpoint{ep("192.0.2.51", "lru", 6379, ""), ep("2001:db8::51", "lru", 6379, "")}},
+				{Name: "replication group", Request: providertest.NewRequest(cacheSource(v1alpha1.AWSElastiCacheSource{ReplicationGroupID: "orders"})),
+					Want: []providers.Endpoint{ep("192.0.2.41", "orders-001", 6379, "eu-west-1a"), ep("192.0.2.42", "orders-002", 6379, "eu-west-1b")}},
+			}
+		},
+		Missing: func(*testing.T) providertest.MissingCase {
+			return providertest.MissingCase{
+				Request: providertest.NewRequest(cacheSource(v1alpha1.AWSElastiCacheSource{ServerlessCacheName: "nope"})),
+				Fail:    &providertest.Failure{Terminal: true, Gone: true, Reason: v1alpha1.ReasonBackendNotFound, MessageContains: []string{"serverlessCacheName"}},
+			}
+		},
+		Broken: func(*testing.T) []providertest.FailCase {
+			return []providertest.FailCase{
+				{Name: "static source", Request: providertest.NewRequest(other), Failure: notOurs},
+				{Name: "role not allowed", Request: providertest.NewRequest(cacheSource(v1alpha1.AWSElastiCacheSource{
+					ServerlessCacheName: "lru", AssumeRoleARN: "arn:aws:iam::123456789012:role/x"})), Failure: refused},
+				{Name: "region not its BackendProvider's", Request: inVirginia(cacheSource(v1alpha1.AWSElastiCacheSource{ServerlessCacheName: "lru"})),
+					Failure: elsewhere},
+			}
+		},
+	})
+}
+
+func TestMemoryDBConformance(t *testing.T) {
+	e := newEnv(t, nil)
+	memoryDB(e, "ledger", "198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4")
+	ep := func(addr, host, zone string) providers.Endpoint {
+		return providers.Endpoint{Address: addr, Zone: zone, Hostname: host, Serving: true, Port: 6379}
+	}
+	inRegion := func(name, role string) v1alpha1.Source {
+		src := memoryDBSource(name)
+		src.AWSMemoryDB.AssumeRoleARN = role
+		return src
+	}
+	providertest.Run(t, providertest.Harness{
+		Kind:     providers.KindAWSMemoryDB,
+		Provider: e.s.MemoryDB(),
+		Good: func(*testing.T) []providertest.Case {
+			return []providertest.Case{
+				{Name: "cluster", Request: providertest.NewRequest(memoryDBSource("ledger")), Want: []providers.Endpoint{
+					ep("198.51.100.1", "ledger-0001-001", "eu-west-1a"), ep("198.51.100.2", "ledger-0001-002", "eu-west-1b"),
+					ep("198.51.100.3", "ledger-0002-001", "eu-west-1a"), ep("198.51.100.4", "ledger-0002-002", "eu-west-1b"),
+				}},
+			}
+		},
+		Missing: func(*testing.T) providertest.MissingCase {
+			return providertest.MissingCase{
+				Request: providertest.NewRequest(memoryDBSource("nope")),
+				Fail:    &providertest.Failure{Terminal: true, Gone: true, Reason: v1alpha1.ReasonBackendNotFound, MessageContains: []string{"clusterName"}},
+			}
+		},
+		Broken: func(*testing.T) []providertest.FailCase {
+			return []providertest.FailCase{
+				{Name: "static source", Request: providertest.NewRequest(other), Failure: notOurs},
+				{Name: "role not allowed", Request: providertest.NewRequest(inRegion("ledger", "arn:aws:iam::123456789012:role/x")), Failure: refused},
+				{Name: "region not its BackendProvider's", Request: inVirginia(memoryDBSource("ledger")), Failure: elsewhere},
+			}
+		},
+	})
 }

@@ -522,16 +522,20 @@ func copyRequest(r providers.Request) providers.Request {
 }
 
 // sourceOfKind is a source that kind k's row of ks claims, for the kind
-// check: each row claims the source whose field of its kind is set.
+// check: a source with one field of v1alpha1.Source set, tried field by
+// field, so that a kind the table gains is found without a list here.
 func sourceOfKind(ks providers.Kinds, k providers.Kind) v1alpha1.Source {
-	var out v1alpha1.Source
-	for _, s := range []v1alpha1.Source{
-		{Static: &v1alpha1.StaticSource{}}, {DNS: &v1alpha1.DNSSource{}}, {Consul: &v1alpha1.ConsulSource{}},
-		{AWSRDS: &v1alpha1.AWSRDSSource{}}, {AWSEC2: &v1alpha1.AWSEC2Source{}}, {Plugin: &v1alpha1.PluginSource{}},
-	} {
-		if ks.KindOf(s) == k {
-			out = s
+	st := reflect.TypeFor[v1alpha1.Source]()
+	for i := range st.NumField() {
+		f := st.Field(i)
+		if f.Type.Kind() != reflect.Pointer || f.Type.Elem().Kind() != reflect.Struct {
+			continue
+		}
+		var src v1alpha1.Source
+		reflect.ValueOf(&src).Elem().Field(i).Set(reflect.New(f.Type.Elem()))
+		if ks.KindOf(src) == k {
+			return src
 		}
 	}
-	return out
+	return v1alpha1.Source{}
 }

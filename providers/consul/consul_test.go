@@ -241,6 +241,7 @@ func TestConformance(t *testing.T) {
 		return providertest.NewRequest(v1alpha1.Source{Name: name, Consul: &src})
 	}
 	providertest.Run(t, providertest.Harness{
+		Kind:     providers.KindConsul,
 		Provider: newProvider(t, newWakes(), consul.Options{Address: shared.Addr}),
 		Good: func(t *testing.T) []providertest.Case {
 			registerConformance(t)

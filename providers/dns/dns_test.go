@@ -138,6 +138,7 @@ func TestConformance(t *testing.T) {
 	s.Set("delegated."+zone, mdns.TypeNS, 60, "ns.elsewhere.example.")
 
 	providertest.Run(t, providertest.Harness{
+		Kind:     providers.KindDNS,
 		Provider: newProvider(t, testOptions(s)),
 		Good: func(*testing.T) []providertest.Case {
 			return []providertest.Case{

@@ -124,6 +124,7 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(srv.Close)
 			conn := connection(srv.URL)
 			providertest.Run(t, providertest.Harness{
+				Kind:     providers.KindPlugin,
 				Provider: newProvider(t, newWakes()),
 				Good: func(*testing.T) []providertest.Case {
 					return []providertest.Case{

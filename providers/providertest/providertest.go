@@ -4,6 +4,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		providertest.Run(t, providertest.Harness{
+//			Kind:     providers.KindMine,
 //			Provider: myprovider.New(...),
 //			Good:     func(t *testing.T) []providertest.Case { ... },
 //			Missing:  func(t *testing.T) providertest.MissingCase { ... },
@@ -51,6 +52,12 @@ var NewRequest = conformance.NewRequest
 // Provider, Good, Missing and Broken are required: Run fails when one is
 // missing, so that no provider passes the suite by leaving a check out.
 type Harness struct {
+	// Kind is the source kind the harness checks, a kind of the table
+	// (providers.BuiltinKinds): Run fails when the provider's Kind() is
+	// another, and the conformance package's test finds every kind of the
+	// table in some harness's Kind, so that no kind goes unchecked.
+	Kind providers.Kind
+
 	// Provider is the provider under test.
 	Provider providers.Provider
 
@@ -88,6 +95,8 @@ func Run(t *testing.T, h Harness) {
 	switch {
 	case h.Provider == nil:
 		t.Fatal("providertest: Harness.Provider is required")
+	case h.Kind == "" || h.Provider.Kind() != h.Kind:
+		t.Fatalf("providertest: Harness.Kind is %q, but the provider's Kind() is %q: say the kind the harness checks", h.Kind, h.Provider.Kind())
 	case h.Good == nil:
 		t.Fatal("providertest: Harness.Good is required")
 	case h.Missing == nil:

@@ -139,6 +139,7 @@ func fakeHarness(fault string) Harness {
 		}}
 	}
 	h := Harness{
+		Kind:     providers.KindStatic,
 		Provider: &fake{fault: fault},
 		Good:     good,
 		Missing: func(*testing.T) MissingCase {
@@ -158,6 +159,12 @@ func fakeHarness(fault string) Harness {
 		h.Provider = nil
 	case "harness-no-good":
 		h.Good = nil
+	case "harness-wrong-kind":
+		h.Kind = providers.KindDNS
+	case "wrong-kind":
+		// The harness says the kind the provider claims, so that the
+		// suite's own check of the sources' kind runs.
+		h.Kind = providers.KindDNS
 	case "harness-no-missing":
 		h.Missing = nil
 	case "harness-no-broken":
@@ -237,6 +244,7 @@ func TestSuiteCatchesFaults(t *testing.T) {
 		"not-concurrent":           "called while another call runs",
 		"harness-no-provider":      "Harness.Provider is required",
 		"harness-no-good":          "Harness.Good is required",
+		"harness-wrong-kind":       `Harness.Kind is "dns", but the provider's Kind() is "static"`,
 		"harness-no-missing":       "Harness.Missing is required",
 		"harness-no-broken":        "Harness: no broken case",
 		"harness-only-empty-good":  "Harness: every good case expects no endpoint",

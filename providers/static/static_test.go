@@ -17,6 +17,7 @@ func staticSource(name string, eps ...v1alpha1.StaticEndpoint) v1alpha1.Source {
 
 func TestConformance(t *testing.T) {
 	providertest.Run(t, providertest.Harness{
+		Kind:     providers.KindStatic,
 		Provider: static.New(),
 		Good: func(*testing.T) []providertest.Case {
 			return []providertest.Case{
