@@ -196,9 +196,8 @@ func TestConsulShare(t *testing.T) {
 	if n := consulWatches.Watches(); n > consulPerAgent {
 		t.Errorf("%d watches, more than the agent's budget, %d", n, consulPerAgent)
 	}
-	said := waitMessage(t, second, fmt.Sprintf("namespace %s holds %d of the %d watches of the Consul agent at %s (--consul-max-watches-per-agent), and its share is %d while 2 namespaces hold watches there",
+	waitMessage(t, second, fmt.Sprintf("namespace %s holds %d of the %d watches of the Consul agent at %s (--consul-max-watches-per-agent), and its share is %d while 2 namespaces hold watches there",
 		hog, consulPerAgent-1, consulPerAgent, agent.Addr, consulPerAgent/2))
-	t.Logf("the first namespace is told: %s", said)
 
 	time.Sleep(2 * time.Second) // the last status writes and their echoes
 	a := watchQuiet(t, quiet, first, second, victim)
@@ -206,11 +205,11 @@ func TestConsulShare(t *testing.T) {
 	if a.writes != 0 || len(a.rewritten) != 0 {
 		t.Errorf("in %s of quiet: %v Service and slice writes, backends rewritten %v; want none", quiet, a.writes, a.rewritten)
 	}
-	// The second backend's refused sources are retried with the
-	// controller's backoff (doubling to a minute): a few reconciles, not a
-	// loop.
-	if a.reconciles > 10 {
-		t.Errorf("%v reconciles in %s of quiet, want at most 10", a.reconciles, quiet)
+	// The first namespace's refused sources are retried with the
+	// controller's backoff (doubling to a minute): a few reconciles (3
+	// measured), where a loop would make hundreds.
+	if a.reconciles > 20 {
+		t.Errorf("%v reconciles in %s of quiet, want at most 20", a.reconciles, quiet)
 	}
 }
 
@@ -306,8 +305,8 @@ func TestPluginShare(t *testing.T) {
 	if a.writes != 0 || len(a.rewritten) != 0 {
 		t.Errorf("in %s of quiet: %v Service and slice writes, backends rewritten %v; want none", quiet, a.writes, a.rewritten)
 	}
-	if a.reconciles > 10 {
-		t.Errorf("%v reconciles in %s of quiet, want at most 10", a.reconciles, quiet)
+	if a.reconciles > 20 {
+		t.Errorf("%v reconciles in %s of quiet, want at most 20", a.reconciles, quiet)
 	}
 }
 
