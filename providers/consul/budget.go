@@ -115,7 +115,7 @@ func (p *Provider) admit(i interest, c *conn) ([]interest, error) {
 	for _, b := range bs {
 		a := b.seats.Ask(ns)
 		if a.Verdict == fairshare.Reclaim {
-			w := p.newestOnlyOf(a.From, b.within)
+			w := p.reclaimable(a.From, ns, b.within)
 			if w == nil {
 				a.Verdict = fairshare.Full
 			} else {
@@ -148,19 +148,27 @@ func refusal(i interest, b budget, a fairshare.Answer) error {
 		i.source, why))
 }
 
-// newestOnlyOf is the watch last started among those charged to namespace
-// ns that within selects and that only ns's sources use: one whose
-// stopping costs no other namespace anything. p.mu is held.
-func (p *Provider) newestOnlyOf(ns string, within func(*watch) bool) *watch {
-	var newest *watch
+// reclaimable is the watch to stop for namespace for, taken back from
+// namespace ns: among those charged to ns that within selects and that no
+// source of for uses, the one last started that only ns's sources use
+// (stopping it costs no other namespace anything), else the one last
+// started, so that sharing its watches with another namespace of its own
+// does not keep ns over its share. p.mu is held.
+func (p *Provider) reclaimable(ns, forNS string, within func(*watch) bool) *watch {
+	var newest, newestOnly *watch
 	for _, w := range p.watches {
-		if w.holder != ns || !within(w) || (newest != nil && w.started < newest.started) {
+		if w.holder != ns || !within(w) || usedBy(w, forNS) {
 			continue
 		}
-		if !onlyOf(w, ns) {
-			continue
+		if newest == nil || w.started > newest.started {
+			newest = w
 		}
-		newest = w
+		if onlyOf(w, ns) && (newestOnly == nil || w.started > newestOnly.started) {
+			newestOnly = w
+		}
+	}
+	if newestOnly != nil {
+		return newestOnly
 	}
 	return newest
 }

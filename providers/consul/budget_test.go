@@ -153,3 +153,37 @@ func TestAgentBudget(t *testing.T) {
 		t.Fatalf("the stopped source again: %v, want %q", err, want)
 	}
 }
+
+// TestWatchesSharedWithAnotherNamespaceAreTakenBack: a namespace over its
+// share cannot keep its watches by having a second namespace of its own
+// use them too: another namespace's new source still gets a watch, taken
+// back from the first, preferring none that the newcomer uses.
+func TestWatchesSharedWithAnotherNamespaceAreTakenBack(t *testing.T) {
+	w := newWakes()
+	p := newProvider(t, w, consul.Options{Address: shared.Addr, MaxWatches: 2, NamespaceWatchFloor: 1})
+	must(t, shared.Register(consultest.Service{ID: "taken-back", Name: "taken-back", Address: "192.0.2.83"}))
+	t.Cleanup(func() { _ = shared.Deregister("taken-back") })
+	var accomplice []providers.Request
+	for _, svc := range []string{"pair-a", "pair-b"} {
+		for _, ns := range []string{"hog", "accomplice"} {
+			req := in(ns, request("b-"+svc, "consul", v1alpha1.ConsulSource{Service: svc}))
+			if _, err := p.Resolve(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			if ns == "accomplice" {
+				accomplice = append(accomplice, req)
+			}
+		}
+	}
+	before := w.count(backendOf(accomplice[1]))
+	victim := in("quiet", request("victim", "consul", v1alpha1.ConsulSource{Service: "taken-back"}))
+	resolveUntil(t, p, w, victim, endpoints(providers.Endpoint{Address: "192.0.2.83", Serving: true, Hostname: agentNode}))
+	if n := p.Watches(); n != 2 {
+		t.Errorf("Watches() = %d, want the limit, 2", n)
+	}
+	// The newest shared watch (pair-b) was stopped, for both its users.
+	w.await(t, backendOf(accomplice[1]), before, fmt.Errorf("the second namespace's source of the stopped watch was not woken"))
+	if _, err := p.Resolve(context.Background(), accomplice[0]); err != nil {
+		t.Errorf("the shared watch left running: %v", err)
+	}
+}
