@@ -6,6 +6,7 @@ package controllers
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -150,16 +151,14 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	calls, err := newProviderCalls(reg)
-	if err != nil {
-		return nil, fmt.Errorf("registering the provider call metrics: %w", err)
-	}
 	bpMetrics, err := backendprovider.NewMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("registering the BackendProvider metrics: %w", err)
 	}
-	// Every call to a provider, a source's or a connection check, is counted.
-	provs := opts.Providers.Observed(calls)
+	provs, err := observedProviders(reg, opts.Providers)
+	if err != nil {
+		return nil, err
+	}
 	prober, waker, err := addProber(mgr, opts, reg)
 	if err != nil {
 		return nil, err
@@ -333,4 +332,32 @@ func Run(ctx context.Context, mgr ctrl.Manager) error {
 	case <-time.After(ShutdownTimeout):
 		return fmt.Errorf("the manager did not stop within %s of being told to; a cache that never synced is the usual cause (check the controller's RBAC: list and watch on every kind it reads)", ShutdownTimeout)
 	}
+}
+
+// observedProviders is provs with every call to a provider, a source's
+// or a connection check, counted, and the metrics of each provider that
+// has some (a prometheus.Collector, such as the plugin provider's)
+// registered. A provider of a manager started again in the same process
+// (tests, a restart) replaces the one before it.
+func observedProviders(reg prometheus.Registerer, provs *providers.Registry) (*providers.Registry, error) {
+	calls, err := newProviderCalls(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the provider call metrics: %w", err)
+	}
+	for _, p := range provs.Providers() {
+		c, ok := p.(prometheus.Collector)
+		if !ok {
+			continue
+		}
+		err := reg.Register(c)
+		var already prometheus.AlreadyRegisteredError
+		if errors.As(err, &already) {
+			reg.Unregister(already.ExistingCollector)
+			err = reg.Register(c)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("registering the metrics of the %s provider: %w", p.Kind(), err)
+		}
+	}
+	return provs.Observed(calls), nil
 }

@@ -157,6 +157,18 @@ func (r *Registry) Close() {
 	}
 }
 
+// Providers are the providers of the registry, each once, in the order
+// of its kinds (awsRDS and awsEC2 are two providers of one session).
+func (r *Registry) Providers() []Provider {
+	var out []Provider
+	for _, k := range r.kinds {
+		if p, ok := r.byKind[k.Kind]; ok && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // CheckConnection checks the connection conn of BackendProvider bp with
 // the provider of its kind. checked is false when no provider of bp's kind
 // checks connections (static, a kind of a plugin without a check): then

@@ -46,6 +46,8 @@ type conn struct {
 	slots chan struct{}
 	// requests counts the requests sent, for the provider's Stats.
 	requests *atomic.Uint64
+	// metrics count the requests by outcome; nil counts none (a check).
+	metrics *metrics
 
 	mu sync.Mutex
 	// negotiated is set once the plugin's info listed our version; a
@@ -59,7 +61,7 @@ type conn struct {
 }
 
 // newConn makes the client of cc, a plugin connection.
-func newConn(cc *providers.Connection, requests *atomic.Uint64) (*conn, error) {
+func newConn(cc *providers.Connection, requests *atomic.Uint64, m *metrics) (*conn, error) {
 	pc := cc.Plugin
 	client, err := NewHTTPClient(pc)
 	if err != nil {
@@ -80,6 +82,7 @@ func newConn(cc *providers.Connection, requests *atomic.Uint64) (*conn, error) {
 		maxBytes:     protocol.MaxResponseBytes(pc.MaxEndpoints),
 		slots:        make(chan struct{}, max(pc.MaxConcurrentRequests, 1)),
 		requests:     requests,
+		metrics:      m,
 	}, nil
 }
 
@@ -254,12 +257,25 @@ func (c *conn) late(parent, ctx context.Context, wait time.Duration) string {
 // garbage is an answer the protocol does not allow: a failure of the
 // plugin, so that what its sources published stays.
 func garbage(who, path, what string) error {
-	return providers.Transient(fmt.Errorf("%s answered %s with %s; what the source published is kept", who, path, what))
+	return providers.Transient(&badAnswer{fmt.Sprintf("%s answered %s with %s; what the source published is kept", who, path, what)})
 }
+
+// badAnswer is a failure of the plugin to answer as the protocol says
+// (garbage, a broken answer), as the metrics tell it apart.
+type badAnswer struct{ msg string }
+
+func (b *badAnswer) Error() string { return b.msg }
+
+// unavailable is the plugin's own Unavailable (or unknown) error code.
+type unavailable struct{ error }
+
+func (u unavailable) Unwrap() error { return u.error }
 
 // info asks the plugin which protocol versions it speaks, and refuses one
 // that does not speak ours (terminal, UnsupportedProtocol).
-func (c *conn) info(ctx context.Context) error {
+func (c *conn) info(ctx context.Context) (err error) {
+	start := time.Now()
+	defer func() { c.metrics.observe(c.id.name, opInfo, err, time.Since(start), ctx.Err() != nil) }()
 	r, err := c.do(ctx, http.MethodGet, protocol.InfoPath, nil, 0)
 	if err != nil {
 		return err
@@ -319,8 +335,15 @@ type answer struct {
 }
 
 // resolve sends one resolve request: a long-poll when req carries an index.
-func (c *conn) resolve(ctx context.Context, req protocol.ResolveRequest) (answer, error) {
+func (c *conn) resolve(ctx context.Context, req protocol.ResolveRequest) (_ answer, err error) {
 	wait := time.Duration(req.WaitSeconds) * time.Second
+	op, start := opResolve, time.Now()
+	if wait > 0 {
+		op = opLongPoll
+		c.metrics.holding(c.id.name, 1)
+		defer c.metrics.holding(c.id.name, -1)
+	}
+	defer func() { c.metrics.observe(c.id.name, op, err, time.Since(start), ctx.Err() != nil) }()
 	r, err := c.do(ctx, http.MethodPost, protocol.ResolvePath, req, wait)
 	if err != nil {
 		return answer{}, err
@@ -341,8 +364,8 @@ func (c *conn) resolve(ctx context.Context, req protocol.ResolveRequest) (answer
 func (c *conn) broken(path string, err error) error {
 	var b *brokenAnswer
 	if errors.As(err, &b) {
-		return providers.Transient(fmt.Errorf("%s answered %s with a broken answer: %s; what the source published is kept",
-			c.who, path, b.msg))
+		return providers.Transient(&badAnswer{fmt.Sprintf("%s answered %s with a broken answer: %s; what the source published is kept",
+			c.who, path, b.msg)})
 	}
 	return garbage(c.who, path, "something that is not the protocol's JSON: "+providers.Printable(err.Error(), protocol.MaxMessageLength))
 }
@@ -386,8 +409,8 @@ func (c *conn) refusal(path string, r reply) error {
 		}
 		return providers.Terminal(v1alpha1.ReasonAccessDenied, err)
 	}
-	return providers.Transient(fmt.Errorf("%s cannot answer (%d %s): %s", c.who, r.status,
-		providers.Printable(refusal.Code, 32), msg))
+	return providers.Transient(unavailable{fmt.Errorf("%s cannot answer (%d %s): %s", c.who, r.status,
+		providers.Printable(refusal.Code, 32), msg)})
 }
 
 // forbidden is a refusal of the plugin's consent rules (its forbidden

@@ -132,6 +132,8 @@ type Provider struct {
 	wg     sync.WaitGroup
 	// requests counts the requests sent to every plugin.
 	requests atomic.Uint64
+	// metrics are the provider's Prometheus metrics (Describe, Collect).
+	metrics *metrics
 
 	mu      sync.Mutex
 	closed  bool
@@ -151,10 +153,12 @@ type Provider struct {
 // again before until, unless what it asks changes (key: its spec, or its
 // BackendProvider's); times counts the refusals in a row.
 type refusal struct {
-	key   string
-	err   error
-	until time.Time
-	times int
+	// provider names the BackendProvider, for the metrics.
+	provider string
+	key      string
+	err      error
+	until    time.Time
+	times    int
 }
 
 // interest is one source of one ExternalBackend.
@@ -194,7 +198,7 @@ func New(opts Options, waker providers.Waker) (*Provider, error) {
 	if waker == nil {
 		return nil, errors.New("plugin provider: a waker is required, since watches push changes")
 	}
-	p := &Provider{opts: opts.withDefaults(), waker: waker, watches: map[interest]*watch{}, conns: map[connID]*conn{},
+	p := &Provider{opts: opts.withDefaults(), waker: waker, metrics: newMetrics(), watches: map[interest]*watch{}, conns: map[connID]*conn{},
 		seats: map[connID]*fairshare.Seats{}, refused: map[interest]*refusal{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
@@ -348,7 +352,7 @@ func (p *Provider) useLocked(i interest, id connID, key string, cc *providers.Co
 	c, ok := p.conns[id]
 	if !ok {
 		var err error
-		if c, err = newConn(cc, &p.requests); err != nil {
+		if c, err = newConn(cc, &p.requests, p.metrics); err != nil {
 			return nil, nil, err
 		}
 		p.conns[id] = c
@@ -442,7 +446,7 @@ func (p *Provider) refuse(i interest, w *watch, err error) error {
 	defer p.mu.Unlock()
 	r, ok := p.refused[i]
 	if !ok || r.key != w.key {
-		r = &refusal{key: w.key}
+		r = &refusal{key: w.key, provider: w.conn.id.name}
 	}
 	r.times++
 	r.until = time.Now().Add(backoff.Delay(r.times, p.opts.RefusedDelay, p.opts.MaxRefusedDelay))
@@ -670,7 +674,7 @@ func (p *Provider) CheckConnection(ctx context.Context, cc *providers.Connection
 		return errors.New("a plugin BackendProvider names its plugin's url; there is no connection of the controller's own to check")
 	}
 	// The check's request is not one of the sources' (Stats).
-	c, err := newConn(cc, new(atomic.Uint64))
+	c, err := newConn(cc, new(atomic.Uint64), nil)
 	if err != nil {
 		return err
 	}

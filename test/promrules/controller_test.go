@@ -1,10 +1,15 @@
 package promrules_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"sync"
 	"testing"
@@ -26,6 +31,9 @@ import (
 	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/dns"
+	"github.com/backendslice/backendslice/providers/plugin"
+	"github.com/backendslice/backendslice/providers/plugin/protocol"
+	"github.com/backendslice/backendslice/providers/plugin/sdk"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/controlplane"
 	"github.com/backendslice/backendslice/test/promrules"
@@ -45,7 +53,9 @@ var running struct {
 	stop func() error
 	c    client.Client
 	ours *prometheus.Registry
-	err  error
+	// plugin is the plugin backend inventory's sources ask.
+	plugin *httptest.Server
+	err    error
 }
 
 func TestMain(m *testing.M) {
@@ -55,6 +65,9 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "stopping the controller:", err)
 			code = max(code, 1)
 		}
+	}
+	if running.plugin != nil {
+		running.plugin.Close()
 	}
 	if running.cp != nil {
 		if err := running.cp.Stop(); err != nil {
@@ -139,10 +152,17 @@ func startController() error {
 	if err != nil {
 		return err
 	}
-	reg, err := providers.NewRegistry(static.New(), d)
+	waker := externalbackend.NewChannelWaker()
+	plugins, err := plugin.New(plugin.Options{}, waker)
 	if err != nil {
 		return err
 	}
+	reg, err := providers.NewRegistry(static.New(), d, plugins)
+	if err != nil {
+		return err
+	}
+	inventory := httptest.NewServer(inventoryPlugin())
+	running.plugin = inventory
 	running.ours = prometheus.NewRegistry()
 	mgr, err := controllers.NewManager(cp.Config, controllers.ManagerOptions{
 		MetricsBindAddress:      "0",
@@ -162,6 +182,7 @@ func startController() error {
 			AllowSourcesWithoutProvider: true,
 		},
 		Providers:       reg,
+		Waker:           waker,
 		MetricsRegistry: running.ours,
 		// -count=2 runs a second controller in this process.
 		SkipNameValidation: true,
@@ -173,11 +194,41 @@ func startController() error {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
 	running.stop = func() error { cancel(); return <-done }
-	return createScenario(ctx, c)
+	return createScenario(ctx, c, inventory.URL)
 }
 
-// createScenario creates the BackendProvider and the two ExternalBackends.
-func createScenario(ctx context.Context, c client.Client) error {
+// inventoryPlugin is a plugin that pushes group web, answers group broken
+// with {} (no endpoints field: a broken answer) and refuses every other
+// group (its consent rules): the plugin metrics then have a long-poll
+// held, requests of each operation, a broken answer and a refused source.
+func inventoryPlugin() http.Handler {
+	h := (&sdk.Plugin{Name: "inventory", Push: true,
+		Admit: func(_ context.Context, r sdk.Request) error {
+			if r.Parameters["group"] != "web" {
+				return sdk.Forbidden("group %q is not published to namespace %s", r.Parameters["group"], r.Namespace)
+			}
+			return nil
+		},
+		Resolve: func(context.Context, sdk.Request) (sdk.Answer, error) {
+			return sdk.Answer{Endpoints: []sdk.Endpoint{{Address: "192.0.2.20", Serving: true}}}, nil
+		}}).Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		var req protocol.ResolveRequest
+		if json.Unmarshal(body, &req) == nil && req.Parameters["group"] == "broken" {
+			_, _ = w.Write([]byte(`{}`))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
+	})
+}
+
+// createScenario creates the BackendProviders and the three
+// ExternalBackends: db (static, probed), lookup (dns, failing) and
+// inventory (the plugin at pluginURL: one source pushed, one refused, one
+// answered broken).
+func createScenario(ctx context.Context, c client.Client, pluginURL string) error {
 	port := []v1alpha1.ServicePort{{Name: "pg", Port: 5432}}
 	objs := []client.Object{
 		&v1alpha1.BackendProvider{ObjectMeta: metav1.ObjectMeta{Name: "fixed"}, Spec: v1alpha1.BackendProviderSpec{
@@ -198,6 +249,20 @@ func createScenario(ctx context.Context, c client.Client) error {
 		&v1alpha1.ExternalBackend{ObjectMeta: metav1.ObjectMeta{Namespace: backendNamespace, Name: "lookup"}, Spec: v1alpha1.ExternalBackendSpec{
 			Service: v1alpha1.ServiceSpec{Ports: port},
 			Sources: []v1alpha1.Source{{Name: "lookup", DNS: &v1alpha1.DNSSource{Name: "db.example.test"}}},
+		}},
+		&v1alpha1.BackendProvider{ObjectMeta: metav1.ObjectMeta{Name: "inventory"}, Spec: v1alpha1.BackendProviderSpec{
+			Plugin: &v1alpha1.PluginProvider{URL: pluginURL}, Namespaces: v1alpha1.NamespaceSelection{Names: []string{backendNamespace}},
+		}},
+		&v1alpha1.ExternalBackend{ObjectMeta: metav1.ObjectMeta{Namespace: backendNamespace, Name: "inventory"}, Spec: v1alpha1.ExternalBackendSpec{
+			Service: v1alpha1.ServiceSpec{Ports: port},
+			Sources: []v1alpha1.Source{
+				{Name: "web", ProviderRef: &v1alpha1.ProviderReference{Name: "inventory"},
+					Plugin: &v1alpha1.PluginSource{Parameters: map[string]string{"group": "web"}}},
+				{Name: "secret", ProviderRef: &v1alpha1.ProviderReference{Name: "inventory"},
+					Plugin: &v1alpha1.PluginSource{Parameters: map[string]string{"group": "secret"}}},
+				{Name: "broken", ProviderRef: &v1alpha1.ProviderReference{Name: "inventory"},
+					Plugin: &v1alpha1.PluginSource{Parameters: map[string]string{"group": "broken"}}},
+			},
 		}},
 	}
 	for _, o := range objs {

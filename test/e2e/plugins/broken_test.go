@@ -64,6 +64,11 @@ func TestBrokenAnswerKeepsEndpoints(t *testing.T) {
 		framework.WaitAddresses(t, ns, xb.Name, "192.0.2.60", "192.0.2.61")
 	}
 
+	if n, _ := framework.MetricValue(t, "backendslice_plugin_requests_total",
+		map[string]string{"provider": provider, "operation": "resolve", "outcome": "broken"}); n < 4 {
+		t.Errorf("%v broken answers counted for %s, want at least 4", n, provider)
+	}
+
 	// A misspelt optional field: the answer is published, the field named.
 	writeFile(t, file, resolveAnswer(t, `{"endpoints":[{"address":"192.0.2.60","serving":true,"terminting":true}],"refreshAfterSeconds":1}`))
 	framework.WaitAddresses(t, ns, xb.Name, "192.0.2.60")
