@@ -157,12 +157,12 @@ func (r *Registry) Close() {
 	}
 }
 
-// Providers are the providers of the registry, each once, in the order
-// of its kinds (awsRDS and awsEC2 are two providers of one session).
+// Providers are the providers of the registry (one a kind), in the order
+// of its kinds.
 func (r *Registry) Providers() []Provider {
 	var out []Provider
 	for _, k := range r.kinds {
-		if p, ok := r.byKind[k.Kind]; ok && !slices.Contains(out, p) {
+		if p, ok := r.byKind[k.Kind]; ok {
 			out = append(out, p)
 		}
 	}

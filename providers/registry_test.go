@@ -57,6 +57,19 @@ func TestNewRegistryAcceptsDistinctKinds(t *testing.T) {
 	}
 }
 
+// TestRegistryProviders: the registry's providers in the table's order,
+// whatever order they were given in.
+func TestRegistryProviders(t *testing.T) {
+	dns, static := &recorder{kind: providers.KindDNS}, &recorder{kind: providers.KindStatic}
+	r, err := providers.NewRegistry(dns, static)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Providers(); len(got) != 2 || got[0] != static || got[1] != dns {
+		t.Errorf("Providers() = %v, want static then dns", got)
+	}
+}
+
 func TestRegistryDispatchesByKind(t *testing.T) {
 	st := &recorder{kind: providers.KindStatic, res: providers.Result{
 		Endpoints:    []providers.Endpoint{{Address: "192.0.2.1", Serving: true}},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,6 +50,26 @@ func TestPluginCheck(t *testing.T) {
 				if !strings.Contains(out, prop) {
 					t.Errorf("plugin-check did not print %q:\n%s", prop, out)
 				}
+			}
+
+			// With a token: a wrong one is refused 401 Unauthorized on
+			// both operations (Token, the 14th check).
+			tokenFile := filepath.Join(t.TempDir(), "token")
+			if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			flag := "-token-file"
+			if pl.name == "inventory-python" {
+				flag = "--token-file"
+			}
+			guarded, err := plugintest.Start("http", append(slices.Clone(pl.argv), flag, tokenFile)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(guarded.Kill)
+			out, err = runCommand("plugin-check", "--url", guarded.URL, "--cases", pl.cases, "--token-file", tokenFile)
+			if err != nil || !strings.HasSuffix(out, "14 passed, 0 failed\n") || !strings.Contains(out, "PASS Token") {
+				t.Errorf("plugin-check with a token: %v\n%s", err, out)
 			}
 
 			// Cases that the plugin does not meet: an endpoint it does not answer.
