@@ -101,11 +101,12 @@ generate: controller-gen ## Generate deepcopy code for api/ (controller-gen obje
 manifests: controller-gen ## Generate the CRD and RBAC into config/, and copy them into the Helm chart.
 	$(CONTROLLER_GEN) crd rbac:roleName=manager-role paths="./api/...;./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
-	@# The chart renders these copies (templates/crds.yaml, templates/clusterrole.yaml),
-	@# so its CRD and ClusterRole are always the generated ones.
+	@# The chart renders these copies (templates/crds.yaml, templates/clusterrole.yaml,
+	@# templates/tenant-roles.yaml),
+	@# so its CRD and ClusterRoles are always the generated and kustomize base's ones.
 	rm -f $(CHART_FILES)/crds/*.yaml
 	cp -f config/crd/bases/*.yaml $(CHART_FILES)/crds/
-	cp -f config/rbac/role.yaml $(CHART_FILES)/rbac/role.yaml
+	cp -f config/rbac/role.yaml config/rbac/tenant_view_role.yaml config/rbac/tenant_edit_role.yaml $(CHART_FILES)/rbac/
 
 ##@ Check
 

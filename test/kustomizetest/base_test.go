@@ -60,7 +60,9 @@ func TestDefaultHoldsTheInstall(t *testing.T) {
 	}
 	want := map[string]int{
 		"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1,
-		"ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2,
+		// The controller's ClusterRole and the tenants' view and edit
+		// (test/e2e/tenantroles).
+		"ClusterRole": 3, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2,
 		"Service": 1, "Deployment": 1,
 	}
 	if !maps.Equal(got, want) {
@@ -115,8 +117,9 @@ func TestGeneratedFilesAsTheyAre(t *testing.T) {
 		t.Fatal(err)
 	}
 	roles := typedRoles(t, kustomizetest.OfKind(objs, "ClusterRole"))
-	if len(roles) != 1 || !reflect.DeepEqual(roles[0].Rules, generated.Rules) {
-		t.Errorf("ClusterRoles %+v, want one with the rules of config/rbac/role.yaml", roles)
+	i := slices.IndexFunc(roles, func(r rbacv1.Role) bool { return r.Name == "backendslice-"+generated.Name })
+	if i < 0 || !reflect.DeepEqual(roles[i].Rules, generated.Rules) {
+		t.Errorf("ClusterRoles %+v, want backendslice-%s with the rules of config/rbac/role.yaml", roles, generated.Name)
 	}
 }
 
