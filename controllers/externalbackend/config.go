@@ -2,7 +2,6 @@ package externalbackend
 
 import (
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/backendslice/backendslice/internal/coalesce"
@@ -95,11 +94,17 @@ func DefaultChurn() sliceplan.Churn {
 
 // DefaultDeniedCIDRs are the cloud metadata addresses that the API server
 // does not already reject (it rejects 169.254.0.0/16 as link-local): AWS's
-// IPv6 instance metadata and Alibaba Cloud's metadata service.
-func DefaultDeniedCIDRs() []string { return []string{"fd00:ec2::254/128", "100.100.100.200/32"} }
+// IPv6 instance metadata, Alibaba Cloud's metadata service and Azure's
+// WireServer (168.63.129.16, a public address that only Azure's hosts
+// answer: the VM agent's channel to the host, which hands out extension
+// settings and, with them, secrets).
+func DefaultDeniedCIDRs() []string {
+	return []string{"fd00:ec2::254/128", "100.100.100.200/32", "168.63.129.16/32"}
+}
 
-// DefaultDeniedNames are metadata service names an FQDN endpoint must not aim at.
-func DefaultDeniedNames() []string { return slices.Clone(publish.MetadataNames) }
+// DefaultDeniedNames are the metadata services' names an FQDN endpoint
+// must not aim at, each with every name under it (publish.DeniedMetadataNames).
+func DefaultDeniedNames() []string { return publish.DeniedMetadataNames() }
 
 // DefaultReconcileTimeout bounds one reconcile unless configured: the
 // longest provider call (--resolve-timeout, 10s by default) plus the writes.

@@ -17,8 +17,8 @@ import (
 // metadata addresses and names stay denied; only
 // --unsafe-allow-default-denied, naming each entry, removes one.
 func TestDeniedDefaultsAlwaysApply(t *testing.T) {
-	metadata := []string{"fd00:ec2::254/128", "100.100.100.200/32"}
-	metadataNames := []string{"metadata.google.internal", "metadata.goog"}
+	metadata := []string{"fd00:ec2::254/128", "100.100.100.200/32", "168.63.129.16/32"}
+	metadataNames := []string{"metadata.google.internal", "*.metadata.google.internal", "metadata.goog", "*.metadata.goog"}
 	cases := []struct {
 		name      string
 		args      []string
@@ -31,7 +31,7 @@ func TestDeniedDefaultsAlwaysApply(t *testing.T) {
 			wantCIDRs: append(slices.Clone(metadata), "10.0.0.0/16"), wantNames: append(slices.Clone(metadataNames), "*.corp.example")},
 		{name: "empty lists keep the defaults", args: []string{"--denied-cidrs=", "--denied-names="}, wantCIDRs: metadata, wantNames: metadataNames},
 		{name: "one default removed by name", args: []string{"--unsafe-allow-default-denied=100.100.100.200/32,metadata.goog"},
-			wantCIDRs: []string{"fd00:ec2::254/128"}, wantNames: []string{"metadata.google.internal"}},
+			wantCIDRs: []string{"fd00:ec2::254/128", "168.63.129.16/32"}, wantNames: []string{"metadata.google.internal", "*.metadata.google.internal", "*.metadata.goog"}},
 		{name: "only built-in entries can be removed", args: []string{"--unsafe-allow-default-denied=169.254.169.254/32"},
 			err: `--unsafe-allow-default-denied: "169.254.169.254/32" is not a built-in denied entry`},
 	}

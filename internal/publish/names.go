@@ -140,10 +140,26 @@ func ClusterNameReason(name, clusterDomain string) string {
 var EveryClustersNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
 // MetadataNames are the DNS names of clouds' instance metadata services
-// (Google Cloud's): the controller denies them by default, with what
-// --denied-names adds, and the CRD refuses them and the names under them
-// (its CEL rule lists them: TestCRDRefusesWhatTheControllerRefuses).
+// (Google Cloud's): the controller denies them and the names under them by
+// default (DeniedMetadataNames), with what --denied-names adds, and the
+// CRD refuses them and the names under them (its CEL rule lists them:
+// TestCRDRefusesWhatTheControllerRefuses).
 var MetadataNames = []string{"metadata.google.internal", "metadata.goog"}
+
+// DeniedMetadataNames are the entries of a deny list (Policy.DeniedNames)
+// that refuse each of MetadataNames and, as "*.name", every name under it:
+// a name under a metadata name (x.metadata.google.internal) is in the
+// cloud's own zone, which the instance's resolver answers and which no
+// tenant's backend lives in, and the CRD refuses it at admission. Objects
+// stored before the CRD refused it can still hold one, so the controller
+// refuses it too.
+func DeniedMetadataNames() []string {
+	out := make([]string, 0, 2*len(MetadataNames))
+	for _, m := range MetadataNames {
+		out = append(out, m, "*."+m)
+	}
+	return out
+}
 
 // MetadataLabel is the first label of the names of AWS's instance
 // metadata service (instance-data.ec2.internal,

@@ -19,8 +19,9 @@ import (
 // them that the controller publishes pass admission. The cases are built
 // from the controller's lists (EveryClustersNamespaces, MetadataNames,
 // MetadataLabel), so a name added to them but not to the CRD's rules
-// fails here. Names under a metadata name are the CRD's alone: the
-// controller refuses the metadata names themselves.
+// fails here. The controller refuses names under a metadata name too
+// (DeniedMetadataNames): an object stored before the CRD refused them can
+// still hold one.
 func TestCRDRefusesWhatTheControllerRefuses(t *testing.T) {
 	checker, err := admission.New(crd.ExternalBackendYAML)
 	if err != nil {
@@ -28,13 +29,13 @@ func TestCRDRefusesWhatTheControllerRefuses(t *testing.T) {
 	}
 	type nameCase struct {
 		name string
-		// controller tells whether the controller refuses it too.
-		refused, controller bool
+		// refused tells whether the CRD and the controller refuse it.
+		refused bool
 	}
 	var cases []nameCase
-	refuse := func(controller bool, names ...string) {
+	refuse := func(names ...string) {
 		for _, n := range names {
-			cases = append(cases, nameCase{name: n, refused: true, controller: controller})
+			cases = append(cases, nameCase{name: n, refused: true})
 		}
 	}
 	accept := func(names ...string) {
@@ -43,22 +44,22 @@ func TestCRDRefusesWhatTheControllerRefuses(t *testing.T) {
 		}
 	}
 	for _, ns := range EveryClustersNamespaces {
-		refuse(true, "kubernetes."+ns, "db."+strings.ToUpper(ns)+".")
+		refuse("kubernetes."+ns, "db."+strings.ToUpper(ns)+".")
 		accept("kubernetes."+ns+".example.com", ns+".example.com", "kubernetes."+ns+"s")
 	}
 	for _, m := range MetadataNames {
-		refuse(true, m, strings.ToUpper(m)+".")
-		refuse(false, "x."+m)
+		refuse(m, strings.ToUpper(m)+".")
+		refuse("x."+m, "a.b."+m)
 		accept(m+".example.com", "x"+m)
 	}
-	refuse(true, MetadataLabel+".ec2.internal", MetadataLabel+".eu-west-1.compute.internal")
+	refuse(MetadataLabel+".ec2.internal", MetadataLabel+".eu-west-1.compute.internal")
 	accept("x-"+MetadataLabel+".example.com", MetadataLabel+"-backup.example.com")
-	refuse(true, "db.localhost", "a.b.LocalHost.", "db.payments.pod")
+	refuse("db.localhost", "a.b.LocalHost.", "db.payments.pod")
 	accept("localhost.example.com", "db.localhosts", "pod.example.com")
-	refuse(true, "db", "cafe", "db.")
+	refuse("db", "cafe", "db.")
 	accept("db.example.com", "db.example")
 
-	pol := Policy{AddressTypes: []v1alpha1.AddressType{v1alpha1.AddressTypeFQDN}, DeniedNames: MetadataNames}
+	pol := Policy{AddressTypes: []v1alpha1.AddressType{v1alpha1.AddressTypeFQDN}, DeniedNames: DeniedMetadataNames()}
 	for _, c := range cases {
 		// The static address field takes lower-case names without the
 		// trailing dot; the dns source's name takes both.
@@ -80,8 +81,8 @@ func TestCRDRefusesWhatTheControllerRefuses(t *testing.T) {
 			}
 		}
 		_, dropped := Normalize([]SourceResult{{Name: "s", Endpoints: []providers.Endpoint{{Address: static, Serving: true}}}}, pol)
-		if controller := len(dropped) > 0; controller != c.controller {
-			t.Errorf("%q: dropped by the controller %v (%v), want %v", static, controller, dropped, c.controller)
+		if controller := len(dropped) > 0; controller != c.refused {
+			t.Errorf("%q: dropped by the controller %v (%v), want %v", static, controller, dropped, c.refused)
 		}
 	}
 }

@@ -200,14 +200,17 @@ func expectDropped(t *testing.T, xb *v1alpha1.ExternalBackend, want map[string]s
 	}
 }
 
+// TestDeniedAddressesDropped: the metadata addresses denied by default
+// (AWS's IPv6 one, Azure's WireServer) and an address of the test's
+// --denied-cidrs are dropped; the others are published.
 func TestDeniedAddressesDropped(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	xb := staticBackend(ns, "db", "192.0.2.10", "fd00:ec2::254", "203.0.113.200", "2001:db8::10")
+	xb := staticBackend(ns, "db", "192.0.2.10", "fd00:ec2::254", "168.63.129.16", "203.0.113.200", "2001:db8::10")
 	mustCreate(t, xb)
 	cur := waitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionTrue, v1alpha1.ReasonAddressesDropped)
 	waitAddresses(t, ns, "db", framework.Served("192.0.2.10", "2001:db8::10")...)
-	expectDropped(t, cur, map[string]string{"fd00:ec2::254": "--denied-cidrs", "203.0.113.200": "--denied-cidrs"})
+	expectDropped(t, cur, map[string]string{"fd00:ec2::254": "--denied-cidrs", "168.63.129.16": "--denied-cidrs", "203.0.113.200": "--denied-cidrs"})
 	waitEvent(t, xb, corev1.EventTypeWarning, v1alpha1.ReasonAddressesDropped)
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/backendslice/backendslice/controllers"
+	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/internal/cli"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -460,11 +461,19 @@ func TestFlags(t *testing.T) {
 
 // TestMetadataStaysDenied renders the chart with deny lists of every shape
 // and runs the controller's own flag parsing on the Deployment's arguments:
-// the cloud metadata addresses and names stay denied whatever the lists
-// say, and only unsafeAllowDefaultDenied, naming an entry, removes it.
+// the cloud metadata addresses and names (the controller's built-in
+// lists) stay denied whatever the lists say, and only
+// unsafeAllowDefaultDenied, naming an entry, removes it. The schema's
+// unsafeAllowDefaultDenied takes exactly the built-in entries.
 func TestMetadataStaysDenied(t *testing.T) {
-	metadata := []netip.Prefix{netip.MustParsePrefix("fd00:ec2::254/128"), netip.MustParsePrefix("100.100.100.200/32")}
-	metadataNames := []string{"metadata.google.internal", "metadata.goog"}
+	var metadata []netip.Prefix
+	for _, c := range externalbackend.DefaultDeniedCIDRs() {
+		metadata = append(metadata, netip.MustParsePrefix(c))
+	}
+	metadataNames := externalbackend.DefaultDeniedNames()
+	if enum, want := allowDefaultDeniedEnum(t), append(externalbackend.DefaultDeniedCIDRs(), metadataNames...); !slices.Equal(enum, want) {
+		t.Errorf("values.schema.json: controller.unsafeAllowDefaultDenied takes %v, want the built-in entries %v", enum, want)
+	}
 	cases := []struct {
 		name, values string
 		// allowed is the one built-in entry the values remove, if any.
@@ -494,6 +503,37 @@ func TestMetadataStaysDenied(t *testing.T) {
 			}
 		})
 	}
+}
+
+// allowDefaultDeniedEnum is what the chart's values.schema.json lets
+// controller.unsafeAllowDefaultDenied name.
+func allowDefaultDeniedEnum(t *testing.T) []string {
+	t.Helper()
+	dir, err := helmtest.ChartDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Properties struct {
+			Controller struct {
+				Properties struct {
+					UnsafeAllowDefaultDenied struct {
+						Items struct {
+							Enum []string `json:"enum"`
+						} `json:"items"`
+					} `json:"unsafeAllowDefaultDenied"`
+				} `json:"properties"`
+			} `json:"controller"`
+		} `json:"properties"`
+	}
+	if err := yaml.Unmarshal(raw, &schema); err != nil {
+		t.Fatal(err)
+	}
+	return schema.Properties.Controller.Properties.UnsafeAllowDefaultDenied.Items.Enum
 }
 
 // TestPodRangesDeniedByDefault: the chart's defaults have the controller

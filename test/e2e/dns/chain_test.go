@@ -20,8 +20,8 @@ var deniedZones = []string{"cluster.local", "localhost", "google.internal"}
 
 // TestCNAMEIntoDeniedNames: a tenant's name that published addresses is
 // changed into a CNAME chain of two hops that ends in another namespace's
-// Service (cluster.local), in localhost or in GCE's metadata name, each of
-// which answers with an address. The source fails (SourceFailed, stale),
+// Service (cluster.local), in localhost, or in GCE's metadata name or a
+// name under it, each of which answers with an address. The source fails (SourceFailed, stale),
 // naming only its own name; the last known endpoints stay and nothing of
 // the answer is published; the denied name is never asked; status and
 // events name neither hop. When the name points outside again, its
@@ -32,6 +32,9 @@ func TestCNAMEIntoDeniedNames(t *testing.T) {
 		{"cluster", "db.victim.svc.cluster.local", "198.51.100.91"},
 		{"localhost", "db.localhost", "198.51.100.92"},
 		{"metadata", "metadata.google.internal", "198.51.100.93"},
+		// Under a metadata name: the CRD refuses it as a source's own
+		// name, the controller as every name, also in a chain.
+		{"under-metadata", "x.metadata.google.internal", "198.51.100.94"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
