@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
@@ -36,7 +38,9 @@ func NewProviders(ctx context.Context, o ProviderOptions) (Providers, error) {
 	}
 	// RDS, EC2, ElastiCache and MemoryDB share one session: credentials, clients and the cached
 	// per-region listings every backend reads.
-	aws, err := awsprovider.New(ctx, o.AWS)
+	awsOpts := o.AWS
+	awsOpts.Log = ctrl.Log.WithName("aws")
+	aws, err := awsprovider.New(ctx, awsOpts)
 	if err != nil {
 		return Providers{}, err
 	}

@@ -68,6 +68,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/memorydb"
 	"github.com/aws/aws-sdk-go-v2/service/rds"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -132,6 +133,9 @@ type Options struct {
 	Resolver Resolver
 	// Clock tells listings' age; nil is the real clock.
 	Clock clock.PassiveClock
+	// Log receives each failed listing with AWS's whole answer, which
+	// backends' status tells redacted; the zero Logger discards.
+	Log logr.Logger
 }
 
 // BindFlags registers the --aws-* flags of the controller on fs.
@@ -160,6 +164,7 @@ type Session struct {
 	timeout  time.Duration
 	resolver Resolver
 	clock    clock.PassiveClock
+	log      logr.Logger
 
 	// ctx ends the listings in flight on Close; wg waits for them.
 	ctx    context.Context
@@ -216,6 +221,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		timeout:  orDefault(opts.FetchTimeout, DefaultFetchTimeout),
 		resolver: opts.Resolver,
 		clock:    opts.Clock,
+		log:      opts.Log,
 		clients:  map[identity]*clients{},
 		listings: map[listingKey]*shared{},
 		sources:  map[types.NamespacedName]map[interest][]listingKey{},

@@ -39,7 +39,13 @@ func (s *Session) CheckConnection(ctx context.Context, cc *providers.Connection)
 		if where == "" {
 			where = "the public STS endpoint of " + t.id.region
 		}
-		return fmt.Errorf("AWS STS at %s, as %s: %s", where, t.whose, stsFailure(err))
+		// The BackendProvider's status is the platform team's: AWS's text
+		// and the role's ARN are told whole there, unlike on a backend's.
+		as := t.whose
+		if cc.AWS.AssumeRoleARN != "" {
+			as = "role " + cc.AWS.AssumeRoleARN + " of BackendProvider " + cc.Name
+		}
+		return fmt.Errorf("AWS STS at %s, as %s: %s", where, as, stsFailure(err))
 	}
 	return nil
 }

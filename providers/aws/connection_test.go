@@ -2,7 +2,11 @@ package aws_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
@@ -150,10 +154,20 @@ func TestConnectionsAtTwoEndpoints(t *testing.T) {
 }
 
 // TestConnectionRoleRefused names a role the fake does not know: STS
-// refuses it, the source fails AccessDenied naming the BackendProvider and
-// its role, no RDS call is made, and another BackendProvider goes on.
+// refuses it, the source fails AccessDenied naming the BackendProvider,
+// not its role nor AWS's ARNs (the backend's tenant reads it), no RDS call
+// is made, and another BackendProvider goes on. The session's log has
+// AWS's whole answer, ARNs and account IDs included, for the platform team.
 func TestConnectionRoleRefused(t *testing.T) {
-	e := newEnv(t, nil)
+	var logged []string
+	var mu sync.Mutex
+	e := newEnv(t, func(o *awsprovider.Options) {
+		o.Log = funcr.New(func(prefix, args string) {
+			mu.Lock()
+			defer mu.Unlock()
+			logged = append(logged, args)
+		}, funcr.Options{})
+	})
 	e.fake.AddRole(roleA, keyA)
 	e.fake.PutDBInstance(dbInstance("db-1", "192.0.2.41"))
 	p := e.s.RDS()
@@ -161,7 +175,20 @@ func TestConnectionRoleRefused(t *testing.T) {
 	const unknown = "arn:aws:iam::333333333333:role/nobody"
 	pe := resolveReqErr(t, p, asked(db, "team", awsConnection("ghost", unknown, e.fake.URL)))
 	wantErr(t, pe, true, false, v1alpha1.ReasonAccessDenied,
-		"role "+unknown+" of BackendProvider ghost", "sts:AssumeRole on resource: "+unknown, "trust policy")
+		"the role of BackendProvider ghost", "AccessDenied: User: <redacted ARN> is not authorized to perform: sts:AssumeRole on resource: <redacted ARN>", "trust policy")
+	for _, secret := range []string{"333333333333", "123456789012", "arn:aws", "assumed-role"} {
+		if strings.Contains(pe.Error(), secret) {
+			t.Errorf("message %q names %q", pe.Error(), secret)
+		}
+	}
+	mu.Lock()
+	log := strings.Join(logged, "\n")
+	mu.Unlock()
+	for _, whole := range []string{`"listing"="DescribeDBInstances"`, `"role"="` + unknown + `"`, "sts:AssumeRole on resource: " + unknown, "arn:aws:sts::123456789012:assumed-role/"} {
+		if !strings.Contains(log, whole) {
+			t.Errorf("the session's log lacks %q: %s", whole, log)
+		}
+	}
 	if n := e.fake.Calls(awstest.DescribeDBInstances); n != 0 {
 		t.Errorf("%d DescribeDBInstances calls without credentials, want 0", n)
 	}

@@ -78,6 +78,8 @@ var errClosed = errors.New("the AWS session is closed")
 // rather than starting their own.
 type cachedListing[T any] struct {
 	s *Session
+	// key names the listing in the log.
+	key listingKey
 	// clients are the ones the listing was made with, so that a listing in
 	// flight never puts clients back into a session that let go of them.
 	clients *clients
@@ -105,11 +107,11 @@ func listingOf[T any](s *Session, key listingKey, slot func(*shared) **cachedLis
 	defer s.mu.Unlock()
 	sh, ok := s.listings[key]
 	if !ok {
-		return &cachedListing[T]{s: s, clients: s.newClients(key.identity), fetch: fetch}
+		return &cachedListing[T]{s: s, key: key, clients: s.newClients(key.identity), fetch: fetch}
 	}
 	kept := slot(sh)
 	if *kept == nil {
-		*kept = &cachedListing[T]{s: s, clients: sh.clients, fetch: fetch}
+		*kept = &cachedListing[T]{s: s, key: key, clients: sh.clients, fetch: fetch}
 	}
 	return *kept
 }
@@ -193,6 +195,10 @@ func (l *cachedListing[T]) list() {
 	defer l.mu.Unlock()
 	now := l.s.clock.Now()
 	if err != nil {
+		// The whole failure, ARNs and account IDs included, for the
+		// platform team: a backend's status has it redacted (classify).
+		l.s.log.Info("AWS listing failed", "listing", l.key.kind, "region", l.key.region, "role", l.key.role,
+			"endpoint", l.key.endpoint, "error", err.Error())
 		// A refusal is not held: the controller does not retry it, so only
 		// a new or changed backend asks again, and it should see a policy
 		// that was fixed meanwhile.

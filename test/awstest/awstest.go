@@ -487,7 +487,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case req.version() != api.version:
 		writeError(answer, api.service, "InvalidParameterValue", fmt.Sprintf("Version %q is not %s", req.version(), api.version))
 	case fault != "":
-		writeError(answer, api.service, fault, faultMessage(fault, action))
+		writeError(answer, api.service, fault, faultMessage(fault, api.service, m[2], action))
 	default:
 		s.answer(answer, action, accessKey, req)
 	}
@@ -516,22 +516,27 @@ func (s *Server) nextFault(action string) string {
 	return q[0]
 }
 
-// faultMessage is the message AWS gives with an injected error code.
-func faultMessage(code, action string) string {
+// faultMessage is the message AWS gives with an injected error code, to
+// a call of action of service in region: a refusal names the caller's
+// assumed role and the resources of the account, as AWS's do.
+func faultMessage(code, service, region, action string) string {
 	switch code {
 	case "Throttling":
 		return "Rate exceeded"
 	case "RequestLimitExceeded":
 		return "Request limit exceeded."
 	case "AccessDenied", "UnauthorizedOperation":
-		return notAuthorized(action, "")
+		return notAuthorized(service+":"+action, "arn:aws:"+service+":"+region+":"+Account+":*")
 	}
 	return code
 }
 
+// Account is the AWS account the server's refusals name.
+const Account = "123456789012"
+
 // notAuthorized is AWS's message refusing action (on resource, if any).
 func notAuthorized(action, resource string) string {
-	msg := "User: arn:aws:sts::123456789012:assumed-role/backendslice/test is not authorized to perform: " + action
+	msg := "User: arn:aws:sts::" + Account + ":assumed-role/backendslice/test is not authorized to perform: " + action
 	if resource != "" {
 		msg += " on resource: " + resource
 	}

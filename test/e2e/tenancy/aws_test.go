@@ -51,6 +51,37 @@ func TestAWSConsentTag(t *testing.T) {
 	}
 }
 
+// TestAWSErrorsRedacted: AWS refuses DescribeDBInstances with its usual
+// answer, which names the caller's assumed role and the account
+// ("User: arn:aws:sts::123456789012:assumed-role/... is not authorized to
+// perform: rds:DescribeDBInstances on resource: arn:aws:rds:..."), to a backend reading through a
+// BackendProvider with a role of account A. The backend's status and
+// Events say AccessDenied, the action and the fix, naming the
+// BackendProvider, and hold neither an ARN nor an account ID: AWS's text
+// is redacted and the provider's role is named by its provider.
+func TestAWSErrorsRedacted(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	ns := newNamespace(t, "redacted", nil)
+	fake.AddRole(roleA, keyA)
+	id := "orders-" + ns
+	fake.PutDBInstance(dbInstance(id, "192.0.2.111", nil))
+	fake.Fail(awstest.DescribeDBInstances, "AccessDenied", -1)
+	bp := uniqueName(ns, "account-a")
+	createProvider(t, bp, admits("", ns), awsSpec(fake.URL, roleA, ""))
+	xb := backend(ns, "orders", nil, rdsSource(bp, id))
+	framework.Create(t, xb)
+
+	parts := []string{"AWS refused rds:DescribeDBInstances in " + region,
+		"AccessDenied: User: <redacted ARN> is not authorized to perform: rds:DescribeDBInstances on resource: <redacted ARN>", "grant the role of BackendProvider " + bp + " permission"}
+	cur := waitConditions(t, xb, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied, parts...)
+	waitEvent(t, xb, corev1.EventTypeWarning, v1alpha1.ReasonAccessDenied, parts...)
+	framework.ExpectNotNamed(t, cur, awstest.Account, "111111111111", roleA, "arn:aws", "assumed-role")
+	if n := fake.CallsBy(awstest.DescribeDBInstances, keyA); n == 0 {
+		t.Errorf("no DescribeDBInstances as account A: the refusal was not AWS's")
+	}
+}
+
 // Two AWS accounts: their roles, and the access keys the fake gives their
 // sessions.
 const (
@@ -94,10 +125,13 @@ func TestAWSAccounts(t *testing.T) {
 	waitStates(t, ns, "from-b", statesOf(ready, "192.0.2.102"))
 	framework.WaitReady(t, a)
 	framework.WaitReady(t, b)
-	parts := []string{roleBad, "BackendProvider " + bpBad}
-	waitConditions(t, bad, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied, parts...)
+	parts := []string{"the role of BackendProvider " + bpBad, "sts:AssumeRole on resource: <redacted ARN>", "trust policy"}
+	cur := waitConditions(t, bad, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied, parts...)
 	waitEvent(t, bad, corev1.EventTypeWarning, v1alpha1.ReasonAccessDenied, parts...)
 	waitStates(t, ns, "untrusted", map[string]string{})
+	// The role is the platform team's, in the BackendProvider: its ARN,
+	// and the account AWS names, are not the tenant's to read.
+	framework.ExpectNotNamed(t, cur, roleBad, "333333333333", awstest.Account, "arn:aws")
 
 	for _, c := range []struct {
 		what, action, key string
