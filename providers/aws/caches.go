@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 )
@@ -129,8 +131,10 @@ type lookup[V any] struct {
 // find returns the cache l names. One that is missing from the listing
 // is looked for in a listing that starts after it was missed before it is
 // declared gone (BackendNotFound); with a consent tag, one that is
-// missing and one whose tag does not list the namespace fail alike (see
-// target.refused).
+// missing, one whose tag does not list the namespace and one whose tags
+// cannot be read (a missing permission, throttling: see tagReader) fail
+// alike (see target.refused), so that a failing tag call does not tell a
+// tenant that the cache exists. The cause of the last goes to the log.
 func find[V any](ctx context.Context, s *Session, t target, l lookup[V]) (V, error) {
 	var zero V
 	m, err := l.list(ctx, time.Time{})
@@ -145,7 +149,9 @@ func find[V any](ctx context.Context, s *Session, t target, l lookup[V]) (V, err
 		if ok {
 			tags, err := l.tags(ctx, v)
 			if err != nil {
-				return zero, err
+				logr.FromContextOrDiscard(ctx).Info("the consent tag of a cache could not be read: the source is told what a cache without consent is told",
+					"field", l.field, "cache", l.name, "region", t.id.region, "error", err.Error())
+				return zero, t.unconfirmed(err, l.field, l.what, l.name)
 			}
 			ok = t.consents(tags)
 		}
@@ -175,7 +181,10 @@ func tagsKey(t target, what, name string) []listingKey {
 // the listing of key, listing them with fetch (which asks AWS for the
 // tags of an ARN) the first time; arn is the cache's ARN in a listing,
 // field and action name the source's field and the IAM action in
-// failures.
+// failures. While reading them again fails, the tags last read stand, as
+// any last known answer does while its listing fails: a consenting
+// cache stays published through a throttled or refused tag call. Tags
+// never read fail (find tells that as a refusal).
 func tagReader[V any](s *Session, t target, key []listingKey, field, action string, arn func(V) string,
 	fetch func(ctx context.Context, c *clients, arn string) (map[string]string, error)) func(context.Context, V) (map[string]string, error) {
 	return func(ctx context.Context, v V) (map[string]string, error) {
@@ -185,6 +194,9 @@ func tagReader[V any](s *Session, t target, key []listingKey, field, action stri
 		})
 		tags, err := l.get(ctx, time.Time{})
 		if err != nil {
+			if last, ok := l.lastGood(); ok {
+				return last, nil
+			}
 			return nil, classify(err, field, action, t)
 		}
 		return tags, nil

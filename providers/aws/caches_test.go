@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,11 +93,90 @@ func TestCacheConsentTag(t *testing.T) {
 		t.Errorf("ListTagsForResource: %d calls over two refreshes, want 2", n)
 	}
 
-	// A role that may not read tags is told which permission it lacks.
+	// Tags that cannot be read again: the ones last read stand.
 	e.fake.Fail(awstest.ListTagsForResource, "AccessDenied", -1)
 	e.expire()
-	wantErr(t, resolveReqErr(t, ec, asked(group, "billing", c)), true, false, v1alpha1.ReasonAccessDenied,
-		"elasticache:ListTagsForResource", "grant")
+	wantAddresses(t, "group in billing, its tags unreadable", resolveReq(t, ec, asked(group, "billing", c, ipv4)), "192.0.2.61")
+	wantErr(t, resolveReqErr(t, ec, asked(group, "payments", c)), true, true, v1alpha1.ReasonAccessDenied, "has no tag")
+}
+
+// TestUnreadableTagsTellNothing: with a consent tag, a cache whose tags
+// cannot be read (AccessDenied, throttling past the SDK's retries) fails
+// word for word as a cache that does not exist, in the namespace its tag
+// lists as in another, for ElastiCache (ListTagsForResource) and MemoryDB
+// (ListTags), so that a failing tag call tells a tenant nothing about
+// which caches exist. Once the tags are read they stand through later
+// failures (the last known answer), and refusals stay word for word alike.
+func TestUnreadableTagsTellNothing(t *testing.T) {
+	for _, c := range []struct {
+		name, cache, absent, action string
+		codes                       []string
+		src                         func(name string) v1alpha1.Source
+		provider                    func(*env) providers.Provider
+		put                         func(e *env, name string, tags map[string]string)
+	}{
+		{name: "ElastiCache", cache: "orders", absent: "absent", action: awstest.ListTagsForResource, codes: []string{"AccessDenied", "Throttling"},
+			src: func(name string) v1alpha1.Source {
+				return cacheSource(v1alpha1.AWSElastiCacheSource{ReplicationGroupID: name})
+			},
+			provider: func(e *env) providers.Provider { return e.s.ElastiCache() },
+			put: func(e *env, name string, tags map[string]string) {
+				putGroup(e, name, false, []string{"192.0.2.61"})
+				e.fake.UpdateReplicationGroup(name, func(g *awstest.ReplicationGroup) { g.Tags = tags })
+			}},
+		{name: "MemoryDB", cache: "ledger", absent: "absent", action: awstest.ListTags, codes: []string{"AccessDeniedException", "ThrottlingException"},
+			src:      memoryDBSource,
+			provider: func(e *env) providers.Provider { return e.s.MemoryDB() },
+			put: func(e *env, name string, tags map[string]string) {
+				memoryDB(e, name, "198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4")
+				e.fake.UpdateMemoryDBCluster(name, func(c *awstest.MemoryDBCluster) { c.Tags = tags })
+			}},
+	} {
+		for _, code := range c.codes {
+			t.Run(c.name+" "+code, func(t *testing.T) {
+				e := newEnv(t, nil)
+				c.put(e, c.cache, map[string]string{consentTag: "payments"})
+				conn := awsConnection("consenting", "", e.fake.URL)
+				conn.AWS.ConsentTag = consentTag
+				p := c.provider(e)
+				// sameAsAbsent checks that the cache fails in namespace
+				// as a cache that does not exist does.
+				sameAsAbsent := func(when, namespace string) {
+					t.Helper()
+					got := resolveReqErr(t, p, asked(c.src(c.cache), namespace, conn))
+					want := resolveReqErr(t, p, asked(c.src(c.absent), namespace, conn))
+					told := strings.ReplaceAll(want.Error(), c.absent, c.cache)
+					if got.Terminal != want.Terminal || got.Gone != want.Gone || got.Reason != want.Reason || got.Error() != told {
+						t.Errorf("%s, in %s: (terminal=%v, gone=%v, %s) %q\nwant what a missing cache says: (terminal=%v, gone=%v, %s) %q",
+							when, namespace, got.Terminal, got.Gone, got.Reason, got, want.Terminal, want.Gone, want.Reason, told)
+					}
+				}
+
+				e.fake.Fail(c.action, code, -1)
+				sameAsAbsent("tags never read", "payments")
+				sameAsAbsent("tags never read", "web")
+				if n := e.fake.Calls(c.action); n == 0 {
+					t.Fatalf("no %s call: the failure was not AWS's", c.action)
+				}
+
+				e.fake.ClearFaults()
+				e.clock.Step(hold)
+				if eps := resolveReq(t, p, asked(c.src(c.cache), "payments", conn)); len(eps) == 0 {
+					t.Errorf("tags read: no endpoint in payments")
+				}
+				e.fake.Fail(c.action, code, -1)
+				e.expire()
+				before := e.fake.Calls(c.action)
+				if eps := resolveReq(t, p, asked(c.src(c.cache), "payments", conn)); len(eps) == 0 {
+					t.Errorf("tags read before, unreadable now: no endpoint in payments, want the last tags read to stand")
+				}
+				if e.fake.Calls(c.action) == before {
+					t.Errorf("tags unreadable now: %s not asked again", c.action)
+				}
+				sameAsAbsent("tags read before, unreadable now", "web")
+			})
+		}
+	}
 }
 
 // TestCost500CacheBackends counts the AWS calls 500 cache backends make

@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -111,11 +112,27 @@ func (t target) consents(tags map[string]string) bool {
 // what they published drains: an owner who takes a namespace out of the
 // tag withdraws the backend from it.
 func (t target) refused(field, what string, names ...string) error {
+	return providers.Gone(v1alpha1.ReasonAccessDenied, errors.New(t.refusal(field, what, names...)))
+}
+
+// unconfirmed is the failure of a source whose backend's consent could not
+// be read (cause: its tag call failed, a missing permission or
+// throttling): it reads as refused says, word for word, and fails as it
+// does (the source's endpoints drain; it is asked again as refusals are),
+// since telling it apart would tell a tenant that the backend exists, and
+// publishing without a consent read would be the worse mistake. It
+// unwraps to cause, which the log has.
+func (t target) unconfirmed(cause error, field, what string, names ...string) error {
+	return providers.Gone(v1alpha1.ReasonAccessDenied, &told{text: t.refusal(field, what, names...), err: cause})
+}
+
+// refusal is the message of refused and unconfirmed.
+func (t target) refusal(field, what string, names ...string) string {
 	be, have := "is", "has"
 	if len(names) > 1 {
 		what, be, have = what+"s", "are", "have"
 	}
-	return providers.Gone(v1alpha1.ReasonAccessDenied, fmt.Errorf(
+	return fmt.Sprintf(
 		"%s: %s %s %s not found in %s or %s no tag %s naming namespace %s: its owner must add the namespace to the tag (%s=%s,...) before it can be published here",
-		field, what, strings.Join(names, ", "), be, t.id.region, have, t.consentTag, t.namespace, t.consentTag, t.namespace))
+		field, what, strings.Join(names, ", "), be, t.id.region, have, t.consentTag, t.namespace, t.consentTag, t.namespace)
 }

@@ -96,6 +96,18 @@ type cachedListing[T any] struct {
 	taken, started time.Time
 	// running is closed when the listing in flight ends; nil when none runs.
 	running chan struct{}
+	// good is the answer of the last listing that succeeded, kept through
+	// failures since; read is whether one did.
+	good T
+	read bool
+}
+
+// lastGood is the answer of the listing's last success, however old, and
+// whether it had one.
+func (l *cachedListing[T]) lastGood() (T, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.good, l.read
 }
 
 // listingOf returns the listing of key, made on first use with fetch. Resolve
@@ -211,6 +223,7 @@ func (l *cachedListing[T]) list() {
 	} else {
 		life := time.Duration(float64(l.s.refresh) * (1 - jitter*rand.Float64()))
 		l.value, l.err, l.expires, l.taken = v, nil, now.Add(life), l.started
+		l.good, l.read = v, true
 	}
 	close(l.running)
 	l.running = nil

@@ -2,9 +2,11 @@ package tenancy_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
@@ -168,15 +170,7 @@ func TestCacheConsentTag(t *testing.T) {
 	web := newNamespace(t, "web", nil)
 	consent := map[string]string{v1alpha1.DefaultConsentTag: payments}
 	group, cluster := "orders-"+payments, "ledger-"+payments
-	fake.PutCacheCluster(awstest.CacheCluster{ID: group + "-001", Status: "available", Engine: "valkey", ReplicationGroup: group,
-		Nodes: []awstest.CacheNode{{ID: "0001", Status: "available", Address: group + "-001.abc123.0001.euw1.cache.amazonaws.com",
-			Port: 6379, IPs: []string{"192.0.2.95"}, Zone: region + "a"}}})
-	fake.PutReplicationGroup(awstest.ReplicationGroup{ID: group, Status: "available", Tags: consent,
-		Shards: []awstest.Shard{{ID: "0001", Members: []awstest.ShardMember{{CacheCluster: group + "-001", Primary: true}}}}})
-	fake.PutMemoryDBCluster(awstest.MemoryDBCluster{Name: cluster, Status: "available", Tags: consent, Shards: []awstest.MemoryDBShard{{
-		Name: "0001", Nodes: []awstest.MemoryDBNode{{Name: cluster + "-0001-001", Status: "available", Port: 6379,
-			Address: cluster + "-0001-001.abc123.memorydb." + region + ".amazonaws.com", IPs: []string{"192.0.2.96"}, Zone: region + "b"}},
-	}}})
+	putCaches(fake, group, cluster, consent, "192.0.2.95", "192.0.2.96")
 	bp := uniqueName(payments, "caches")
 	createProvider(t, bp, admits("", payments, web), awsSpec(fake.URL, "", v1alpha1.DefaultConsentTag))
 	waitProviderStatus(t, bp, "aws", metav1.ConditionTrue, v1alpha1.ReasonProviderReady)
@@ -209,4 +203,85 @@ func TestCacheConsentTag(t *testing.T) {
 			t.Errorf("no %s call: the consent tag was not read", action)
 		}
 	}
+}
+
+// TestUnreadableCacheTagsTellNothing: through a BackendProvider with a
+// consent tag, AWS refuses ListTagsForResource (AccessDenied) and
+// throttles ListTags past the SDK's retries. A backend of web naming an
+// existing ElastiCache group or MemoryDB cluster, whose tags cannot be
+// read, then has the status and Event of a backend naming a cache that
+// does not exist, condition by condition and word for word but for the
+// name, so that a failing tag call does not tell the tenant which caches
+// exist; neither publishes anything.
+func TestUnreadableCacheTagsTellNothing(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	web := newNamespace(t, "web", nil)
+	consent := map[string]string{v1alpha1.DefaultConsentTag: "payments"}
+	group, cluster := "orders-"+web, "ledger-"+web
+	putCaches(fake, group, cluster, consent, "192.0.2.97", "192.0.2.98")
+	fake.Fail(awstest.ListTagsForResource, "AccessDenied", -1)
+	fake.Fail(awstest.ListTags, "ThrottlingException", -1)
+	bp := uniqueName(web, "caches")
+	createProvider(t, bp, admits("", web), awsSpec(fake.URL, "", v1alpha1.DefaultConsentTag))
+	groupSource := func(id string) v1alpha1.Source {
+		return v1alpha1.Source{Name: "cache", ProviderRef: ref(bp), AWSElastiCache: &v1alpha1.AWSElastiCacheSource{
+			Region: region, ReplicationGroupID: id, Role: v1alpha1.AWSCacheRolePrimary}}
+	}
+	clusterSource := func(name string) v1alpha1.Source {
+		return v1alpha1.Source{Name: "mdb", ProviderRef: ref(bp), AWSMemoryDB: &v1alpha1.AWSMemoryDBSource{Region: region, ClusterName: name}}
+	}
+	for _, c := range []struct {
+		name, cache, absent, action string
+		src                         func(string) v1alpha1.Source
+	}{
+		{"orders", group, "missing-" + group, awstest.ListTagsForResource, groupSource},
+		{"ledger", cluster, "missing-" + cluster, awstest.ListTags, clusterSource},
+	} {
+		existing, absent := backend(web, c.name, nil, c.src(c.cache)), backend(web, c.name+"-absent", nil, c.src(c.absent))
+		framework.Create(t, existing)
+		framework.Create(t, absent)
+		parts := []string{"not found in " + region + " or has no tag " + v1alpha1.DefaultConsentTag + " naming namespace " + web}
+		gotReal := waitConditions(t, existing, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied, parts...)
+		gotAbsent := waitConditions(t, absent, metav1.ConditionFalse, v1alpha1.ReasonAccessDenied, parts...)
+		toldReal := waitEvent(t, existing, corev1.EventTypeWarning, v1alpha1.ReasonAccessDenied, parts...)
+		toldAbsent := waitEvent(t, absent, corev1.EventTypeWarning, v1alpha1.ReasonAccessDenied, parts...)
+		if n := fake.CallsBy(c.action, controllerKey); n == 0 {
+			t.Errorf("%s: no %s call: the tags were not asked for", c.name, c.action)
+		}
+		asAbsent := func(s string) string { return strings.ReplaceAll(s, c.absent, c.cache) }
+		if len(gotReal.Status.Conditions) != len(gotAbsent.Status.Conditions) {
+			t.Errorf("%s: conditions %v, a missing cache's %v", c.name, gotReal.Status.Conditions, gotAbsent.Status.Conditions)
+		}
+		for _, want := range gotAbsent.Status.Conditions {
+			got := meta.FindStatusCondition(gotReal.Status.Conditions, want.Type)
+			if got == nil || got.Status != want.Status || got.Reason != want.Reason || got.Message != asAbsent(want.Message) {
+				t.Errorf("%s: condition %s is %+v, want what a missing cache's says: %s/%s %q", c.name, want.Type, got, want.Status, want.Reason, asAbsent(want.Message))
+			}
+		}
+		for i, want := range gotAbsent.Status.Sources {
+			if got := gotReal.Status.Sources[i]; got.Stale != want.Stale || got.Endpoints != want.Endpoints || got.LastError != asAbsent(want.LastError) {
+				t.Errorf("%s: status.sources[%d] = %+v, want what a missing cache's says: %+v", c.name, i, got, want)
+			}
+		}
+		if toldReal.Note != asAbsent(toldAbsent.Note) {
+			t.Errorf("%s: event %q, a missing cache's %q", c.name, toldReal.Note, asAbsent(toldAbsent.Note))
+		}
+		waitStates(t, web, c.name, map[string]string{})
+	}
+}
+
+// putCaches puts into fake an available replication group (its primary
+// at groupIP) and a MemoryDB cluster (one node at clusterIP), both tagged
+// tags.
+func putCaches(fake *awstest.Server, group, cluster string, tags map[string]string, groupIP, clusterIP string) {
+	fake.PutCacheCluster(awstest.CacheCluster{ID: group + "-001", Status: "available", Engine: "valkey", ReplicationGroup: group,
+		Nodes: []awstest.CacheNode{{ID: "0001", Status: "available", Address: group + "-001.abc123.0001.euw1.cache.amazonaws.com",
+			Port: 6379, IPs: []string{groupIP}, Zone: region + "a"}}})
+	fake.PutReplicationGroup(awstest.ReplicationGroup{ID: group, Status: "available", Tags: tags,
+		Shards: []awstest.Shard{{ID: "0001", Members: []awstest.ShardMember{{CacheCluster: group + "-001", Primary: true}}}}})
+	fake.PutMemoryDBCluster(awstest.MemoryDBCluster{Name: cluster, Status: "available", Tags: tags, Shards: []awstest.MemoryDBShard{{
+		Name: "0001", Nodes: []awstest.MemoryDBNode{{Name: cluster + "-0001-001", Status: "available", Port: 6379,
+			Address: cluster + "-0001-001.abc123.memorydb." + region + ".amazonaws.com", IPs: []string{clusterIP}, Zone: region + "b"}},
+	}}})
 }
