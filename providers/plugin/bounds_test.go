@@ -1,8 +1,11 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/pem"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -213,4 +216,49 @@ func (p *Provider) endpointsOf(req providers.Request) []providers.Endpoint {
 		return w.endpoints
 	}
 	return nil
+}
+
+// TestFailingLongPollsBackOff: a plugin whose long-polls fail while its
+// other answers are good is asked with a backoff that keeps growing, not
+// again and again at the first retry's pace: the good answer between two
+// failed long-polls does not end the run of failures.
+func TestFailingLongPollsBackOff(t *testing.T) {
+	var mu sync.Mutex
+	longPolls := 0
+	inv := newInventory(true)
+	inv.set("web", sdk.Endpoint{Address: "192.0.2.10", Serving: true})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == protocol.ResolvePath {
+			var req protocol.ResolveRequest
+			body, _ := io.ReadAll(r.Body)
+			if json.Unmarshal(body, &req) == nil && req.Index != "" {
+				mu.Lock()
+				longPolls++
+				mu.Unlock()
+				w.WriteHeader(http.StatusOK)
+				_, _ = w.Write([]byte(`{}`))
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		inv.plugin.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p, err := New(Options{RetryDelay: 100 * time.Millisecond, MaxRetryDelay: 2 * time.Second, Wait: 2 * time.Second}, newWakes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	if _, err := p.Resolve(context.Background(), source("web", "web", connection(srv.URL))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	// Pauses of 100 ms doubling to 2 s (each between half and the whole)
+	// sum past 4 s within 8 failed long-polls; at the first retry's pace,
+	// and the rate limit's 10 requests a second, it would be about 20.
+	if longPolls > 8 {
+		t.Errorf("%d failed long-polls in 4s; want the backoff to grow across them (at most 8)", longPolls)
+	}
 }

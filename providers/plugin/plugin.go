@@ -517,7 +517,13 @@ func (p *Provider) run(ctx context.Context, i interest, w *watch) {
 			failures++
 			pause = backoff.Delay(failures, p.opts.RetryDelay, p.opts.MaxRetryDelay)
 		case ans.index != "":
-			failures = 0
+			// Only a long-poll that answered ends a run of failures: the
+			// answer to the request after a failure does not, or a plugin
+			// whose long-polls fail (endless headers, say) and whose
+			// other answers do not would be asked in a tight loop.
+			if req.Index != "" {
+				failures = 0
+			}
 			req.Index, req.WaitSeconds = ans.index, int(p.opts.Wait/time.Second)
 		default:
 			failures = 0
