@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,4 +202,32 @@ func dropped(t *testing.T, reg prometheus.Gatherer, reason, budget string) float
 		t.Fatal(err)
 	}
 	return series[fmt.Sprintf("backendslice_events_dropped_total{budget=%q,reason=%q}", budget, reason)]
+}
+
+// TestLongNoteRecorded: an Event whose note is longer than the API server
+// takes (a backend with many failing sources says that much) is recorded,
+// its note cut to the limit, not refused whole.
+func TestLongNoteRecorded(t *testing.T) {
+	const ns = "talkative"
+	cp, c := startControlPlane(t, ns)
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, sending, err := newEventRecorder(cp.Config, scheme, prometheus.NewRegistry(), eventbudget.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRecording(t, sending)
+	long := strings.Repeat("spec.sources[x].static: 192.0.2.250 is outside the allowedCIDRs of its provider. ", 40)
+	rec.Eventf(configMap(ns, "db"), nil, corev1.EventTypeWarning, "AddressesDropped", "Resolve", "%s", long)
+	waitEvents(t, c, ns, "db", func(evs []eventsv1.Event) error {
+		if len(evs) != 1 {
+			return fmt.Errorf("%d Events, want one", len(evs))
+		}
+		if n := len(evs[0].Note); n > eventbudget.NoteLimit || !strings.HasPrefix(long, evs[0].Note[:100]) {
+			return fmt.Errorf("a note of %d bytes (%q...), want the start of the note within %d", n, evs[0].Note[:100], eventbudget.NoteLimit)
+		}
+		return nil
+	})
 }

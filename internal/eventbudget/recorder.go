@@ -1,6 +1,9 @@
 package eventbudget
 
 import (
+	"fmt"
+	"unicode/utf8"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -55,7 +58,28 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 			relatedRef = rel
 		}
 	}
-	r.next.Eventf(ref, relatedRef, eventtype, reason, action, note, args...)
+	r.next.Eventf(ref, relatedRef, eventtype, reason, action, "%s", fitNote(fmt.Sprintf(note, args...)))
+}
+
+// NoteLimit is the most bytes the API server takes in an Event's note
+// (events.k8s.io/v1): it refuses the whole Event past it.
+const NoteLimit = 1024
+
+// truncatedMark ends a note cut to NoteLimit: the condition's message on
+// the object's status holds the whole text.
+const truncatedMark = " … (cut: the object's status has it all)"
+
+// fitNote cuts note to NoteLimit bytes, on a character boundary, marked as
+// cut: a backend with many failing sources says more than an Event holds.
+func fitNote(note string) string {
+	if len(note) <= NoteLimit {
+		return note
+	}
+	cut := NoteLimit - len(truncatedMark)
+	for cut > 0 && !utf8.RuneStart(note[cut]) {
+		cut--
+	}
+	return note[:cut] + truncatedMark
 }
 
 // reference refers to obj as client-go's recorder would, without its

@@ -1,8 +1,10 @@
 package eventbudget
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -58,5 +60,34 @@ func TestRecorderRefersWithoutResourceVersion(t *testing.T) {
 	}
 	if want := `backendslice_events_dropped_total{budget="namespace",reason="Other"}`; len(got) != 1 || got[want] != 1 {
 		t.Fatalf("drops counted %v, want %s 1", got, want)
+	}
+}
+
+// TestFitNote: a note within the API server's limit passes as it is; a
+// longer one is cut to the limit on a character boundary and says so.
+func TestFitNote(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		note string
+		cut  bool
+	}{
+		{"short", "source db: no answer", false},
+		{"exactly the limit", strings.Repeat("a", NoteLimit), false},
+		{"one byte over", strings.Repeat("a", NoteLimit+1), true},
+		{"multibyte across the cut", strings.Repeat("é", NoteLimit), true},
+		{"sixteen failing sources", strings.Repeat("spec.sources[x].plugin: the plugin refused this source; asked again within 2m0s. ", 16), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := fitNote(tc.note)
+			if len(got) > NoteLimit || !utf8.ValidString(got) {
+				t.Fatalf("%d bytes (valid UTF-8 %t), want at most %d of valid UTF-8", len(got), utf8.ValidString(got), NoteLimit)
+			}
+			if cut := got != tc.note; cut != tc.cut || cut != strings.HasSuffix(got, truncatedMark) {
+				t.Fatalf("cut %t (marked %t), want %t", cut, strings.HasSuffix(got, truncatedMark), tc.cut)
+			}
+			if tc.cut && !strings.HasPrefix(tc.note, strings.TrimSuffix(got, truncatedMark)) {
+				t.Fatal("the cut note is not the start of the note")
+			}
+		})
 	}
 }
