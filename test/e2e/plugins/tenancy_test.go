@@ -37,10 +37,17 @@ func TestTenancy(t *testing.T) {
 
 			refused := backend(other, "web", provider, ex.params)
 			framework.Create(t, refused)
-			c := framework.WaitCondition(t, refused, v1alpha1.ConditionResolved, metav1.ConditionFalse, v1alpha1.ReasonProviderNotAdmitted)
-			if msg := conditionMessage(c, v1alpha1.ConditionResolved); !strings.Contains(msg, fmt.Sprintf("namespace %s is not admitted to BackendProvider %q", other, provider)) {
-				t.Errorf("refusal says %q", msg)
-			}
+			framework.WaitCondition(t, refused, v1alpha1.ConditionResolved, metav1.ConditionFalse, v1alpha1.ReasonProviderNotAdmitted)
+			// The same reason says first that the provider does not exist
+			// when the backend reaches the controller before the provider
+			// its cache has not yet seen: wait for the refusal proper.
+			framework.Eventually(t, framework.Timeout, "the refusal", func() error {
+				msg := conditionMessage(framework.Get(t, refused), v1alpha1.ConditionResolved)
+				if !strings.Contains(msg, fmt.Sprintf("namespace %s is not admitted to BackendProvider %q", other, provider)) {
+					return fmt.Errorf("refusal says %q", msg)
+				}
+				return nil
+			})
 
 			xb := backend(admitted, "web", provider, ex.params)
 			framework.Create(t, xb)
