@@ -65,15 +65,7 @@ func eventsAbout(ctx context.Context, c client.Client, ns, name, reason string) 
 func TestRepeatedWarningIsOneSeries(t *testing.T) {
 	const ns, repeats = "tenant", 10
 	cp, c := startControlPlane(t, ns)
-	scheme, err := NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, sending, err := newEventRecorder(cp.Config, scheme, prometheus.NewRegistry(), eventbudget.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	startRecording(t, sending)
+	rec, scheme := startEventRecorder(t, cp.Config, prometheus.NewRegistry(), eventbudget.DefaultLimits())
 	plain := plainRecorder(t, cp.Config, scheme)
 	ctx := context.Background()
 	for _, name := range []string{"ours", "plain"} {
@@ -153,19 +145,11 @@ func waitEvents(t *testing.T, c client.Client, ns, name string, check func([]eve
 func TestEventStormDroppedPerNamespace(t *testing.T) {
 	const storm, quiet, objects, burst = "storm", "quiet", 60, 5
 	cp, c := startControlPlane(t, storm, quiet)
-	scheme, err := NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
 	limits := eventbudget.DefaultLimits()
 	// A slow refill keeps the count exact however slow the machine.
 	limits.PerNamespace = eventbudget.Limit{Rate: 0.01, Burst: burst}
-	rec, sending, err := newEventRecorder(cp.Config, scheme, reg, limits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startRecording(t, sending)
+	rec, _ := startEventRecorder(t, cp.Config, reg, limits)
 	for i := range objects {
 		rec.Eventf(configMap(storm, fmt.Sprint("xb", i)), nil, corev1.EventTypeWarning, "AddressesDropped", "Resolve", "dropped")
 	}
@@ -210,15 +194,7 @@ func dropped(t *testing.T, reg prometheus.Gatherer, reason, budget string) float
 func TestLongNoteRecorded(t *testing.T) {
 	const ns = "talkative"
 	cp, c := startControlPlane(t, ns)
-	scheme, err := NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, sending, err := newEventRecorder(cp.Config, scheme, prometheus.NewRegistry(), eventbudget.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	startRecording(t, sending)
+	rec, _ := startEventRecorder(t, cp.Config, prometheus.NewRegistry(), eventbudget.DefaultLimits())
 	long := strings.Repeat("spec.sources[x].static: 192.0.2.250 is outside the allowedCIDRs of its provider. ", 40)
 	rec.Eventf(configMap(ns, "db"), nil, corev1.EventTypeWarning, "AddressesDropped", "Resolve", "%s", long)
 	waitEvents(t, c, ns, "db", func(evs []eventsv1.Event) error {
@@ -230,4 +206,21 @@ func TestLongNoteRecorded(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// startEventRecorder makes the controller's Event recorder on cfg with
+// limits, its metrics in reg, and sends its Events until the test ends; it
+// returns the scheme the recorder names objects by, too.
+func startEventRecorder(t *testing.T, cfg *rest.Config, reg prometheus.Registerer, limits eventbudget.Limits) (events.EventRecorder, *runtime.Scheme) {
+	t.Helper()
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, sending, err := newEventRecorder(cfg, scheme, reg, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRecording(t, sending)
+	return rec, scheme
 }

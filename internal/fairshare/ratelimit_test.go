@@ -31,6 +31,30 @@ func waitQueued(t *testing.T, l *RateLimiter, n int) {
 	}
 }
 
+// grantOrder queues a request of each flow of arrive, one at a time so
+// that their arrival order is known, calls queued once all wait, and
+// returns the order their tokens came in.
+func grantOrder(t *testing.T, l *RateLimiter, arrive []string, queued func()) []string {
+	t.Helper()
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	for i, flow := range arrive {
+		wg.Go(func() {
+			if err := l.Wait(WithFlow(context.Background(), flow)); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			order = append(order, flow)
+			mu.Unlock()
+		})
+		waitQueued(t, l, i+1)
+	}
+	queued()
+	wg.Wait()
+	return order
+}
+
 // TestRateLimiterServesFlowsInTurn queues requests of several flows behind
 // an empty bucket, one at a time so that their arrival order is known, and
 // checks the order the tokens go out in: flows take turns, each flow's
@@ -76,22 +100,7 @@ func TestRateLimiterServesFlowsInTurn(t *testing.T) {
 			l.dispatching = true
 			l.mu.Unlock()
 
-			var mu sync.Mutex
-			var order []string
-			var wg sync.WaitGroup
-			for i, flow := range tc.arrive {
-				wg.Go(func() {
-					if err := l.Wait(WithFlow(context.Background(), flow)); err != nil {
-						t.Error(err)
-					}
-					mu.Lock()
-					order = append(order, flow)
-					mu.Unlock()
-				})
-				waitQueued(t, l, i+1)
-			}
-			go l.dispatch()
-			wg.Wait()
+			order := grantOrder(t, l, tc.arrive, func() { go l.dispatch() })
 			if !slices.Equal(order, tc.granted) {
 				t.Errorf("granted in the order %q, want %q", order, tc.granted)
 			}
@@ -309,21 +318,7 @@ func TestRateLimiterServesANewcomerFirstFromAnEmptyBucket(t *testing.T) {
 		}
 	}
 
-	var mu sync.Mutex
-	var order []string
-	var wg sync.WaitGroup
-	for i, flow := range []string{"busy", "quiet"} {
-		wg.Go(func() {
-			if err := l.Wait(WithFlow(context.Background(), flow)); err != nil {
-				t.Error(err)
-			}
-			mu.Lock()
-			order = append(order, flow)
-			mu.Unlock()
-		})
-		waitQueued(t, l, i+1)
-	}
-	wg.Wait()
+	order := grantOrder(t, l, []string{"busy", "quiet"}, func() {})
 	if want := []string{"quiet", "busy"}; !slices.Equal(order, want) {
 		t.Fatalf("granted in the order %q, want %q", order, want)
 	}
