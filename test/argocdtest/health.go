@@ -11,6 +11,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/config/argocd"
 )
 
@@ -27,10 +28,40 @@ var validStatuses = map[string]bool{
 	"Healthy": true, "Progressing": true, "Degraded": true, "Suspended": true, "Missing": true, "Unknown": true,
 }
 
-// scripts are the health checks, by the kind they are installed for.
-var scripts = map[string]string{
+// Checks are health checks by the kind they are installed for.
+type Checks map[string]string
+
+// Shipped are the health checks of config/argocd, as it embeds them.
+var Shipped = Checks{
 	"ExternalBackend": argocd.HealthLua,
 	"BackendProvider": argocd.BackendProviderHealthLua,
+}
+
+// ConfigMapKey is the key of argocd-cm that holds the health check of a
+// backendslice.io kind: resource.customizations.health.<group>_<kind>.
+func ConfigMapKey(kind string) string {
+	return "resource.customizations.health." + v1alpha1.GroupVersion.Group + "_" + kind
+}
+
+// ChecksOf reads the health checks of ExternalBackend and BackendProvider
+// from an argocd-cm ConfigMap's data, where Argo CD reads them (ConfigMapKey),
+// and fails when one is missing.
+func ChecksOf(data map[string]string) (Checks, error) {
+	out := Checks{}
+	for kind := range Shipped {
+		script, ok := data[ConfigMapKey(kind)]
+		if !ok {
+			return nil, fmt.Errorf("argocd-cm has no %s", ConfigMapKey(kind))
+		}
+		out[kind] = script
+	}
+	return out, nil
+}
+
+// HealthOf runs the shipped health check of obj's kind on obj (see
+// Checks.HealthOf).
+func HealthOf(obj *unstructured.Unstructured) (Health, error) {
+	return Shipped.HealthOf(obj)
 }
 
 // HealthOf runs the health check of obj's kind on obj as Argo CD does for a
@@ -38,8 +69,8 @@ var scripts = map[string]string{
 // and table libraries open (Argo CD adds a reduced os library, which the
 // scripts do not use), the object as the global table obj, and the table
 // the script returns read as {status, message}.
-func HealthOf(obj *unstructured.Unstructured) (Health, error) {
-	script, ok := scripts[obj.GetKind()]
+func (c Checks) HealthOf(obj *unstructured.Unstructured) (Health, error) {
+	script, ok := c[obj.GetKind()]
 	if !ok {
 		return Health{}, fmt.Errorf("no health check for kind %q", obj.GetKind())
 	}
