@@ -34,7 +34,7 @@ import (
 // testdata/render) and a few inputs they leave out.
 func FuzzRenderDecode(f *testing.F) {
 	var files []string
-	for _, pattern := range []string{"../../config/samples/*.yaml", "testdata/render/*.yaml"} {
+	for _, pattern := range []string{"../../config/samples/*.yaml", "../../config/samples/aws/*.yaml", "testdata/render/*.yaml"} {
 		m, err := filepath.Glob(pattern)
 		if err != nil {
 			f.Fatal(err)

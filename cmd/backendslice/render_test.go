@@ -88,6 +88,17 @@ func TestRenderSamples(t *testing.T) {
 	}
 }
 
+// TestRenderAWSSamples renders the ElastiCache and MemoryDB samples, the
+// caches' nodes answered by a snapshot: one Service and slice a backend,
+// each node at its own port, zone and hostname.
+func TestRenderAWSSamples(t *testing.T) {
+	got, err := render(t, "-f", "../../config/samples/aws/", "--snapshot", "testdata/render/aws-samples-snapshot.yaml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, got)
+	}
+	golden(t, "sample-aws.golden", got)
+}
+
 // TestRenderSnapshot renders backends whose dns and awsRDS sources are
 // answered by a snapshot, from a file that also holds another kind.
 func TestRenderSnapshot(t *testing.T) {
@@ -196,9 +207,13 @@ func TestRenderErrors(t *testing.T) {
 func TestRenderDefaultsMatchTheAPIServer(t *testing.T) {
 	_, c := apiServer(t, "payments", "catalog")
 	ctx := context.Background()
-	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, pattern := range []string{"*.yaml", "aws/*.yaml"} {
+		found, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, found...)
 	}
 	for _, file := range append(files, "testdata/render/backends.yaml") {
 		rendered, err := readBackends(ctx, nil, file, "payments")

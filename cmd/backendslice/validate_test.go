@@ -25,14 +25,22 @@ func runValidateCommand(t *testing.T, stdin string, args ...string) (string, err
 }
 
 // TestValidateSamples is the new user's first run: the samples pass, the
-// namespace's labels given, with no finding at all.
+// namespace's labels given, with no finding at all; the folder is read
+// recursively, so config/samples/aws (its BackendProvider and three
+// ExternalBackends) is checked with the others.
 func TestValidateSamples(t *testing.T) {
 	out, err := runValidateCommand(t, "", "-f", "../../config/samples/", "--namespace-labels", "default=backendslice.io/samples=allowed")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if want := "4 object(s) checked: 0 error(s), 0 warning(s), 0 note(s)\n"; out != want {
+	if want := "8 object(s) checked: 0 error(s), 0 warning(s), 0 note(s)\n"; out != want {
 		t.Errorf("output %q, want %q", out, want)
+	}
+	// The AWS samples' provider admits their namespace by name: tenancy is
+	// checked without labels.
+	out, err = runValidateCommand(t, "", "../../config/samples/aws/")
+	if want := "4 object(s) checked: 0 error(s), 0 warning(s), 0 note(s)\n"; err != nil || out != want {
+		t.Errorf("the AWS samples: %v, output %q, want %q", err, out, want)
 	}
 	// Without the labels, tenancy is not checked, which passes too.
 	out, err = runValidateCommand(t, "", "../../config/samples/")

@@ -243,17 +243,18 @@ func TestDeploymentRunsTheImageAndAccount(t *testing.T) {
 	}
 }
 
-// readmeOverlay is the overlay README.md shows, with the base taken from
-// this checkout (at rel) instead of GitHub.
-func readmeOverlay(t *testing.T, rel string) string {
+// guideOverlay is the overlay the operator guide shows, with the base taken
+// from this checkout (at rel) instead of GitHub.
+func guideOverlay(t *testing.T, rel string) string {
 	t.Helper()
 	const first, remote = "# kustomization.yaml of your overlay", "https://github.com/backendslice/backendslice//config/default?ref="
-	readme := string(repoFile(t, "README.md"))
-	start := strings.Index(readme, first)
+	const guide = "docs/operator-guide.md"
+	doc := string(repoFile(t, guide))
+	start := strings.Index(doc, first)
 	if start < 0 {
-		t.Fatalf("README.md has no block starting %q", first)
+		t.Fatalf("%s has no block starting %q", guide, first)
 	}
-	block, _, _ := strings.Cut(readme[start:], "```")
+	block, _, _ := strings.Cut(doc[start:], "```")
 	var lines []string
 	for _, l := range strings.Split(block, "\n") {
 		l = strings.TrimPrefix(l, "  ") // the block is indented under a list item
@@ -266,7 +267,7 @@ func readmeOverlay(t *testing.T, rel string) string {
 }
 
 // TestOverlayMovesTheNamespace builds the overlay of config/default that
-// README.md shows, as a user would: every namespaced object, the bindings'
+// the operator guide shows, as a user would: every namespaced object, the bindings'
 // subjects and the lease's namespace (the controller's flag, from
 // $POD_NAMESPACE) follow its namespace, its image is pinned by digest and
 // its flag added.
@@ -281,7 +282,7 @@ func TestOverlayMovesTheNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(readmeOverlay(t, rel)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(guideOverlay(t, rel)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	objs, err := kustomizetest.Build(overlay)
