@@ -174,9 +174,9 @@ func LongestReconcile(reconcileTimeout time.Duration) time.Duration {
 	return reconcileTimeout + statusPatchTimeout
 }
 
-// announce emits an event when the Ready or Probed condition, or the set
-// of dropped addresses, changes, so that each is told once, not at every
-// retry; a backend that is Ready from its first pass gets none.
+// announce emits an event when the set of dropped addresses changes, and
+// at the transitions of transitionNotices (Ready and Probed among them), so
+// that each is told once, not at every retry.
 func (r *Reconciler) announce(before, after *v1alpha1.ExternalBackend) {
 	if len(after.Status.Dropped) > 0 && !slices.Equal(before.Status.Dropped, after.Status.Dropped) {
 		d := after.Status.Dropped[0]
@@ -188,11 +188,8 @@ func (r *Reconciler) announce(before, after *v1alpha1.ExternalBackend) {
 		r.event(after, corev1.EventTypeWarning, v1alpha1.ReasonFamilyNotServed, "Resolve",
 			"%d endpoint(s) not published: this cluster gives Services no addresses of their IP family; the Resolved condition names it", n)
 	}
-	if now, was := reasonOf(after, v1alpha1.ConditionProbed), reasonOf(before, v1alpha1.ConditionProbed); changedWorthTelling(was, now, false) {
-		r.event(after, eventType(now), now.Reason, "Probe", "%s", now.Message)
-	}
-	if now, was := reasonOf(after, v1alpha1.ConditionReady), reasonOf(before, v1alpha1.ConditionReady); changedWorthTelling(was, now, true) {
-		r.event(after, eventType(now), now.Reason, "Reconcile", "%s", now.Message)
+	for _, n := range transitionNotices(before, after) {
+		r.event(after, n.eventType, n.reason, n.action, "%s", n.note)
 	}
 }
 

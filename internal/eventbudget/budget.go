@@ -12,6 +12,9 @@
 // queued. The same Event (one reason on one object) recorded again within
 // a short window is charged once: the events API merges such repeats into
 // one Event object's series, counted in memory, at no request's cost.
+// Normal Events (a backend published, a provider's admission) leave a
+// share of every bucket to Warnings, so that a GitOps sync creating a
+// hundred backends at once cannot spend the budget that tells what failed.
 package eventbudget
 
 import (
@@ -19,6 +22,7 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Limit is a token bucket: Rate tokens a second, at most Burst held.
@@ -36,17 +40,22 @@ type Limits struct {
 	// RepeatWindow is how long after an Event was charged the same Event
 	// (the same object, type, reason and action) passes free.
 	RepeatWindow time.Duration
+	// WarningReserve is the share (0 to 1) of each bucket's burst that
+	// Normal Events leave to Warnings: a Normal Event is recorded only
+	// while its buckets hold more than that.
+	WarningReserve float64
 }
 
 // DefaultLimits are the controller's: a namespace may write 2 Events a
 // second with bursts of 10 (a failing backend writes 2 per reconcile, and
 // its repeats pass free), all namespaces together 20 a second with bursts
-// of 100.
+// of 100; Normal Events may spend half of each burst.
 func DefaultLimits() Limits {
 	return Limits{
-		PerNamespace: Limit{Rate: 2, Burst: 10},
-		Global:       Limit{Rate: 20, Burst: 100},
-		RepeatWindow: 30 * time.Second,
+		PerNamespace:   Limit{Rate: 2, Burst: 10},
+		Global:         Limit{Rate: 20, Burst: 100},
+		RepeatWindow:   30 * time.Second,
+		WarningReserve: 0.5,
 	}
 }
 
@@ -142,16 +151,26 @@ func (b *Budget) Allow(ns string, k Key) Verdict {
 	}
 	// Both buckets are checked before either is charged: an Event the
 	// global cap drops costs its namespace nothing.
-	if nb.bucket.TokensAt(now) < 1 {
+	if nb.bucket.TokensAt(now) < b.need(k, b.limits.PerNamespace) {
 		return OverNamespace
 	}
-	if b.global.TokensAt(now) < 1 {
+	if b.global.TokensAt(now) < b.need(k, b.limits.Global) {
 		return OverGlobal
 	}
 	nb.bucket.AllowN(now, 1)
 	b.global.AllowN(now, 1)
 	nb.charged[k] = now
 	return Allowed
+}
+
+// need is how many tokens a bucket of l must hold for the Event k to be
+// recorded: one for a Warning, one on top of the Warnings' reserve for any
+// other.
+func (b *Budget) need(k Key, l Limit) float64 {
+	if k.Type == corev1.EventTypeWarning {
+		return 1
+	}
+	return 1 + b.limits.WarningReserve*float64(l.Burst)
 }
 
 // Namespaces is how many namespaces the budget remembers.

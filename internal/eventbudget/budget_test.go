@@ -89,6 +89,40 @@ func TestGlobalCap(t *testing.T) {
 	allow(t, b, "late", warning("xb3", "AddressesDropped"), OverNamespace)
 }
 
+// normal is the Normal Event of reason about the object named name.
+func normal(name, reason string) Key {
+	return Key{Kind: "ExternalBackend", Name: name, UID: "uid-" + name, Type: "Normal", Reason: reason, Action: "Publish"}
+}
+
+// TestNormalEventsLeaveWarningsTheirReserve: Normal Events (a sync that
+// creates many backends at once, each told Published) spend a namespace's
+// bucket, or the global one, only down to the Warnings' reserve; the
+// Warnings recorded after them still have it.
+func TestNormalEventsLeaveWarningsTheirReserve(t *testing.T) {
+	limits := Limits{
+		PerNamespace:   Limit{Rate: 0.001, Burst: 10},
+		Global:         Limit{Rate: 0.001, Burst: 16},
+		RepeatWindow:   time.Minute,
+		WarningReserve: 0.5,
+	}
+	c := &clock{t: time.Unix(0, 0)}
+	b := New(limits, c.now)
+	// Half of the namespace's 10: 5 Normal Events, then none.
+	for i := range 5 {
+		allow(t, b, "synced", normal(fmt.Sprint("xb", i), "Published"), Allowed)
+	}
+	allow(t, b, "synced", normal("xb5", "Published"), OverNamespace)
+	// The Warnings of that namespace have the other 5.
+	for i := range 5 {
+		allow(t, b, "synced", warning(fmt.Sprint("xb", i), "SourceFailed"), Allowed)
+	}
+	allow(t, b, "synced", warning("xb5", "SourceFailed"), OverNamespace)
+	// The global bucket holds 16-10=6: a Normal Event needs more than its
+	// reserve of 8, a Warning one token.
+	allow(t, b, "other", normal("db", "Published"), OverGlobal)
+	allow(t, b, "other", warning("db", "SourceFailed"), Allowed)
+}
+
 func TestIdleNamespacesAreForgotten(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
 	b := New(testLimits, c.now)

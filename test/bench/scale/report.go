@@ -173,7 +173,7 @@ func writeMarkdown(w io.Writer, results []result, idle phase, workers int, lists
 	p("right after a slice write.\n")
 	p("- The backend is read past the cache only when the cached copy shows neither our last status patch's resourceVersion nor its ")
 	p("status (kept as a digest), so a spec edit after our patch costs no read.\n")
-	p("- A backend that is Ready at once records no Event; a slice sync records none either.\n")
+	p("- A backend that is Ready at once records one Event (`Published`), within its namespace's Event budget (Normal Events leave half of it to Warnings, so a fleet created at once in one namespace records a few a second); a slice sync records none.\n")
 	p("- The caches drop the managed field sets of Services and slices (who wrote them is kept, for re-adoption) and the managed ")
 	p("fields and last-applied copy of ExternalBackends.\n\n")
 	p("The spec writes of (a) show what one write of a 10,000-endpoint ExternalBackend costs the API server (decoding and validating ")

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,5 +63,46 @@ func ExpectNotNamed(t *testing.T, xb *v1alpha1.ExternalBackend, words ...string)
 				t.Errorf("%s names %q: %s", where, w, text)
 			}
 		}
+	}
+}
+
+// EventCounts are the Events about xb as the API server holds them: how
+// often each "Type/Reason" was recorded, 1 or its series' count. (The
+// series is opened at the second recording; later ones are counted in the
+// recorder's memory and written every 30 minutes, so 2 reads "at least 2".)
+func EventCounts(t *testing.T, xb *v1alpha1.ExternalBackend) map[string]int32 {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := current.Client.List(context.Background(), &list, client.InNamespace(xb.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int32{}
+	for _, e := range list.Items {
+		if e.Regarding.Kind != "ExternalBackend" || e.Regarding.Name != xb.Name {
+			continue
+		}
+		n := int32(1)
+		if e.Series != nil {
+			n = e.Series.Count
+		}
+		counts[e.Type+"/"+e.Reason] += n
+	}
+	return counts
+}
+
+// WaitEventCounts waits until the Events about xb are exactly want
+// (EventCounts), and stay so for quiet: each transition told once, and
+// nothing told while nothing changes.
+func WaitEventCounts(t *testing.T, xb *v1alpha1.ExternalBackend, quiet time.Duration, want map[string]int32) {
+	t.Helper()
+	Eventually(t, Timeout, fmt.Sprintf("Events about %s: %v", xb.Name, want), func() error {
+		if got := EventCounts(t, xb); !maps.Equal(got, want) {
+			return fmt.Errorf("events %v", got)
+		}
+		return nil
+	})
+	time.Sleep(quiet)
+	if got := EventCounts(t, xb); !maps.Equal(got, want) {
+		t.Fatalf("Events about %s were %v, then %v within %s: want no more", xb.Name, want, got, quiet)
 	}
 }
