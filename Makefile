@@ -38,8 +38,9 @@ ENVTEST_ENV := KUBEBUILDER_ASSETS=$(BIN)
 # Modules of their own under the repository, which `go ... ./...` of the
 # main module skips: fmt, vet, lint, verify and test run in each too.
 # test/workflows lints .github/workflows with actionlint; test/promrules
-# checks the chart's alerts and dashboard with Prometheus's parsers. Their
-# dependencies stay out of the controller's go.mod.
+# checks the chart's alerts and dashboard with Prometheus's parsers, and
+# runs the alerts with its rule engine. Their dependencies stay out of the
+# controller's go.mod.
 SUBMODULES := test/workflows test/promrules
 
 # The chart's copies of the generated CRD and RBAC (`make manifests`).
