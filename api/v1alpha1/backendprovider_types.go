@@ -334,6 +334,9 @@ type BackendProviderStatus struct {
 	// conditions: Ready says whether the provider's settings and Secrets
 	// can be used and, for a kind with a connection, whether that
 	// connection answers its periodic check (ConnectionFailed when not).
+	// Stalled is True, with Ready's reason and message, while Ready is
+	// False, so that kstatus-based tools (Flux, kubectl-style waits) read a
+	// failing provider as Failed instead of waiting out their timeout.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -18,7 +18,10 @@ const (
 	// this backend's slices to carry its ready endpoints.
 	ConditionAdopted = "Adopted"
 	// ConditionStalled is True when the spec or the controller's configuration
-	// is wrong and retrying will not help until one of them changes.
+	// is wrong and retrying will not help until one of them changes. On a
+	// BackendProvider it is True whenever Ready is False, with Ready's
+	// reason and message: each of those waits on someone else. kstatus
+	// reads it as Failed.
 	ConditionStalled = "Stalled"
 	// ConditionReconciling is True while a change is part way through and
 	// the controller is moving it on by itself (ReasonAdopting), and absent
@@ -103,7 +106,8 @@ const (
 	ReasonReadFailed = "ReadFailed"
 )
 
-// Reasons of a BackendProvider's Ready condition.
+// Reasons of a BackendProvider's Ready condition, and of its Stalled
+// condition while Ready is False.
 const (
 	// ReasonProviderReady: the provider's settings and Secrets can be used
 	// and, for a kind with a connection (consul, aws, dns), its connection

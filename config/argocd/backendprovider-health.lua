@@ -5,8 +5,10 @@
 -- shows how). Argo CD runs it without the Lua string library, so it only
 -- compares and concatenates.
 --
--- The controller writes one condition, Ready, stamped with the generation
--- it checked, and moves status.observedGeneration with it.
+-- The controller writes Ready, stamped with the generation it checked, and
+-- moves status.observedGeneration with it. Stalled, beside a False Ready
+-- with the same reason and message, is for kstatus: Ready alone decides
+-- here, Degraded when False.
 
 local function condition(conditions, name)
   for _, c in ipairs(conditions) do

@@ -101,11 +101,12 @@ type health struct {
 	// key is the connection the checks are of: another key (an edited
 	// spec, a new CA) starts afresh.
 	key string
-	// known is set once there is a verdict; ok is the verdict.
-	known, ok bool
-	// against counts the checks in a row whose result contradicts the
+	// decided is set once there is a verdict; connected is the verdict:
+	// the connection works.
+	decided, connected bool
+	// contrary counts the checks in a row whose result contradicts the
 	// verdict: the verdict turns when they reach the threshold.
-	against int
+	contrary int
 	// failures counts the failed checks in a row, for the backoff.
 	failures int
 	// message is the Ready message of a False verdict: the last failure's,
@@ -126,9 +127,9 @@ func seed(key string, ready *metav1.Condition, generation int64) health {
 	}
 	switch {
 	case ready.Status == metav1.ConditionTrue && ready.Reason == v1alpha1.ReasonProviderReady:
-		h.known, h.ok = true, true
+		h.decided, h.connected = true, true
 	case ready.Status == metav1.ConditionFalse && (ready.Reason == v1alpha1.ReasonConnectionFailed || ready.Reason == v1alpha1.ReasonUnsupportedProtocol):
-		h.known, h.message, h.reason = true, ready.Message, ready.Reason
+		h.decided, h.message, h.reason = true, ready.Message, ready.Reason
 	}
 	return h
 }
@@ -143,18 +144,18 @@ func (h health) record(now time.Time, err error, o CheckOptions, spread func(tim
 	pass := err == nil
 	terminal := providers.IsTerminal(err)
 	switch {
-	case !h.known || terminal:
-		h.known, h.ok, h.against = true, pass, 0
-	case pass == h.ok:
-		h.against = 0
+	case !h.decided || terminal:
+		h.decided, h.connected, h.contrary = true, pass, 0
+	case pass == h.connected:
+		h.contrary = 0
 	default:
-		h.against++
+		h.contrary++
 		need := o.FailureThreshold
 		if pass {
 			need = o.SuccessThreshold
 		}
-		if h.against >= need {
-			h.ok, h.against = pass, 0
+		if h.contrary >= need {
+			h.connected, h.contrary = pass, 0
 		}
 	}
 	wait := o.Interval
@@ -166,7 +167,7 @@ func (h health) record(now time.Time, err error, o CheckOptions, spread func(tim
 			h.message, h.reason = providers.Printable(err.Error(), maxErrorLen), providers.AsError(err).Reason
 		}
 		wait = min(o.RetryDelay<<min(h.failures-1, 30), o.Interval)
-	case !h.ok:
+	case !h.connected:
 		h.failures = 0
 		wait = o.RetryDelay
 	default:
@@ -192,7 +193,7 @@ const readyMessage = "the provider's settings and Secrets can be used, and its c
 func (h health) condition(generation int64) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
 		Reason: v1alpha1.ReasonProviderReady, Message: readyMessage, ObservedGeneration: generation}
-	if !h.ok {
+	if !h.connected {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, cmp.Or(h.reason, v1alpha1.ReasonConnectionFailed), h.message
 	}
 	return c

@@ -27,14 +27,14 @@ func exact(d time.Duration) time.Duration { return d }
 func TestHealthRecord(t *testing.T) {
 	refused := errors.New("dial tcp 127.0.0.1:8500: connect: connection refused")
 	type step struct {
-		err  error
-		ok   bool
-		wait time.Duration
+		err       error
+		connected bool
+		wait      time.Duration
 	}
-	pass := func(ok bool, wait time.Duration) step { return step{nil, ok, wait} }
-	fail := func(ok bool, wait time.Duration) step { return step{refused, ok, wait} }
+	pass := func(connected bool, wait time.Duration) step { return step{nil, connected, wait} }
+	fail := func(connected bool, wait time.Duration) step { return step{refused, connected, wait} }
 	mismatch := providers.Terminalf(v1alpha1.ReasonUnsupportedProtocol, "speaks v2")
-	other := func(ok bool, wait time.Duration) step { return step{mismatch, ok, wait} }
+	other := func(connected bool, wait time.Duration) step { return step{mismatch, connected, wait} }
 	cases := []struct {
 		name  string
 		start health
@@ -42,25 +42,25 @@ func TestHealthRecord(t *testing.T) {
 	}{
 		{"a first pass decides", health{}, []step{pass(true, time.Minute)}},
 		{"a first failure decides", health{}, []step{fail(false, 5*time.Second)}},
-		{"one or two failures do not turn a Ready provider", health{known: true, ok: true}, []step{
+		{"one or two failures do not turn a Ready provider", health{decided: true, connected: true}, []step{
 			fail(true, 5*time.Second), fail(true, 10*time.Second), pass(true, time.Minute),
 			fail(true, 5*time.Second), fail(true, 10*time.Second), pass(true, time.Minute),
 		}},
-		{"three failures in a row turn it, then the wait doubles up to the interval", health{known: true, ok: true}, []step{
+		{"three failures in a row turn it, then the wait doubles up to the interval", health{decided: true, connected: true}, []step{
 			fail(true, 5*time.Second), fail(true, 10*time.Second), fail(false, 20*time.Second),
 			fail(false, 40*time.Second), fail(false, time.Minute), fail(false, time.Minute),
 		}},
-		{"one pass does not turn it back, two in a row do", health{known: true}, []step{
+		{"one pass does not turn it back, two in a row do", health{decided: true}, []step{
 			pass(false, 5*time.Second), fail(false, 5*time.Second), pass(false, 5*time.Second), pass(true, time.Minute),
 		}},
-		{"a connection that works every other time never turns", health{known: true, ok: true}, []step{
+		{"a connection that works every other time never turns", health{decided: true, connected: true}, []step{
 			fail(true, 5*time.Second), pass(true, time.Minute), fail(true, 5*time.Second), pass(true, time.Minute),
 			fail(true, 5*time.Second), fail(true, 10*time.Second), pass(true, time.Minute),
 		}},
-		{"a terminal failure turns a Ready provider at once", health{known: true, ok: true}, []step{
+		{"a terminal failure turns a Ready provider at once", health{decided: true, connected: true}, []step{
 			other(false, 5*time.Second), other(false, 10*time.Second), pass(false, 5*time.Second), pass(true, time.Minute),
 		}},
-		{"nor does one that fails every other time, once down", health{known: true}, []step{
+		{"nor does one that fails every other time, once down", health{decided: true}, []step{
 			pass(false, 5*time.Second), fail(false, 5*time.Second), pass(false, 5*time.Second), fail(false, 5*time.Second),
 		}},
 	}
@@ -70,8 +70,8 @@ func TestHealthRecord(t *testing.T) {
 			h := c.start
 			for i, s := range c.steps {
 				h = h.record(now, s.err, testChecks, exact)
-				if !h.known || h.ok != s.ok {
-					t.Fatalf("after result %d (%v): verdict known=%v ok=%v, want ok=%v", i+1, s.err, h.known, h.ok, s.ok)
+				if !h.decided || h.connected != s.connected {
+					t.Fatalf("after result %d (%v): verdict decided=%v connected=%v, want connected=%v", i+1, s.err, h.decided, h.connected, s.connected)
 				}
 				if got := h.next.Sub(now); got != s.wait {
 					t.Errorf("after result %d (%v): next check in %s, want %s", i+1, s.err, got, s.wait)
@@ -88,10 +88,10 @@ func TestHealthRecord(t *testing.T) {
 // per check.
 func TestHealthCondition(t *testing.T) {
 	now := time.Now()
-	ok := health{}.record(now, nil, testChecks, exact).condition(7)
-	if ok.Status != metav1.ConditionTrue || ok.Reason != v1alpha1.ReasonProviderReady || ok.ObservedGeneration != 7 ||
-		!strings.Contains(ok.Message, "connection answers its checks") {
-		t.Errorf("passing: %+v", ok)
+	passing := health{}.record(now, nil, testChecks, exact).condition(7)
+	if passing.Status != metav1.ConditionTrue || passing.Reason != v1alpha1.ReasonProviderReady || passing.ObservedGeneration != 7 ||
+		!strings.Contains(passing.Message, "connection answers its checks") {
+		t.Errorf("passing: %+v", passing)
 	}
 	err := errors.New("Consul at 127.0.0.1:8500: Get \"http://127.0.0.1:8500/v1/status/leader\":\n\x1b[31m" + strings.Repeat("x", 2000))
 	h := health{}.record(now, err, testChecks, exact)
@@ -113,7 +113,7 @@ func TestHealthCondition(t *testing.T) {
 		t.Errorf("the same failure again changed the condition:\n%+v\n%+v", failed, again)
 	}
 	other := providers.Terminalf(v1alpha1.ReasonUnsupportedProtocol, "the plugin speaks [\"v2\"], this controller v1")
-	c := health{known: true, ok: true}.record(now, other, testChecks, exact).condition(7)
+	c := health{decided: true, connected: true}.record(now, other, testChecks, exact).condition(7)
 	if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonUnsupportedProtocol || !strings.Contains(c.Message, `speaks ["v2"]`) {
 		t.Errorf("a terminal failure: %+v, want False/UnsupportedProtocol with its message", c)
 	}
@@ -126,9 +126,9 @@ func TestSeed(t *testing.T) {
 		return &metav1.Condition{Type: v1alpha1.ConditionReady, Status: status, Reason: reason, Message: "was", ObservedGeneration: gen}
 	}
 	cases := []struct {
-		name      string
-		ready     *metav1.Condition
-		known, ok bool
+		name               string
+		ready              *metav1.Condition
+		decided, connected bool
 	}{
 		{"no status yet", nil, false, false},
 		{"Ready for this generation", cond(metav1.ConditionTrue, v1alpha1.ReasonProviderReady, 3), true, true},
@@ -139,16 +139,16 @@ func TestSeed(t *testing.T) {
 	}
 	for _, c := range cases {
 		h := seed("k", c.ready, 3)
-		if h.key != "k" || h.known != c.known || h.ok != c.ok || !h.next.IsZero() {
-			t.Errorf("%s: seeded %+v, want known=%v ok=%v, due at once", c.name, h, c.known, c.ok)
+		if h.key != "k" || h.decided != c.decided || h.connected != c.connected || !h.next.IsZero() {
+			t.Errorf("%s: seeded %+v, want decided=%v connected=%v, due at once", c.name, h, c.decided, c.connected)
 		}
-		if c.known && !c.ok && h.condition(3).Message != "was" {
+		if c.decided && !c.connected && h.condition(3).Message != "was" {
 			t.Errorf("%s: the seeded False verdict says %q, not the status's message", c.name, h.condition(3).Message)
 		}
 	}
 	// A seeded Ready provider needs the threshold's failures to turn.
 	h := seed("k", cond(metav1.ConditionTrue, v1alpha1.ReasonProviderReady, 3), 3)
-	if h = h.record(time.Now(), errors.New("timeout"), testChecks, exact); !h.ok {
+	if h = h.record(time.Now(), errors.New("timeout"), testChecks, exact); !h.connected {
 		t.Error("a seeded Ready provider turned False on one failed check")
 	}
 }

@@ -35,8 +35,8 @@ import (
 // +kubebuilder:rbac:groups=backendslice.io,resources=backendproviders,verbs=list;watch
 // +kubebuilder:rbac:groups=backendslice.io,resources=backendproviders/status,verbs=patch
 
-// Reconciler patches each BackendProvider's status: Ready, its kind and
-// observedGeneration.
+// Reconciler patches each BackendProvider's status: Ready, Stalled while
+// Ready is False, its kind and observedGeneration.
 type Reconciler struct {
 	// Client reads providers and Secrets from the cache, and patches status.
 	Client client.Client
@@ -101,6 +101,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	bp.Status.Kind = r.Kinds.OrBuiltin().ProviderKindOf(bp)
 	bp.Status.ObservedGeneration = bp.Generation
 	meta.SetStatusCondition(&bp.Status.Conditions, ready)
+	if stalled, ok := stalledCondition(ready); ok {
+		meta.SetStatusCondition(&bp.Status.Conditions, stalled)
+	} else {
+		meta.RemoveStatusCondition(&bp.Status.Conditions, v1alpha1.ConditionStalled)
+	}
 	r.Metrics.condition(bp.Name, ready)
 	if equality.Semantic.DeepEqual(before.Status, bp.Status) {
 		return result, nil
@@ -108,6 +113,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// The provider may have gone while its connection was checked.
 	err := r.Client.Status().Patch(ctx, bp, client.MergeFrom(before), client.FieldOwner(v1alpha1.FieldManager))
 	return result, client.IgnoreNotFound(err)
+}
+
+// stalledCondition is kstatus's Stalled condition for a provider whose
+// Ready condition is ready, with its reason and message; false (the
+// condition removed) while Ready is True. Each reason of a False Ready
+// waits on something the controller cannot change: the spec
+// (InvalidProvider), a Secret (SecretNotFound), the plugin
+// (UnsupportedProtocol) or the connection's far end, whose checks failed
+// several times in a row (ConnectionFailed; checked on, with backoff).
+// Without it kstatus-based tools (Flux, cli-utils, kpt) read a False Ready
+// as InProgress, and wait out their timeout instead of failing.
+func stalledCondition(ready metav1.Condition) (metav1.Condition, bool) {
+	if ready.Status == metav1.ConditionTrue {
+		return metav1.Condition{}, false
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue,
+		Reason: ready.Reason, Message: ready.Message, ObservedGeneration: ready.ObservedGeneration}, true
 }
 
 // verdict is the Ready condition the checks of bp's connection conn give,
@@ -149,12 +171,12 @@ func (r *Reconciler) verdict(ctx context.Context, bp *v1alpha1.BackendProvider, 
 // the platform team's detail behind Ready.
 func logCheck(ctx context.Context, name string, was, now health, err error) {
 	l := log.FromContext(ctx).WithValues("backendProvider", name)
-	if !was.known || was.ok != now.ok {
-		l.Info("connection check verdict", "ready", now.ok, "error", err)
+	if !was.decided || was.connected != now.connected {
+		l.Info("connection check verdict", "ready", now.connected, "error", err)
 		return
 	}
 	if err != nil {
-		l.V(1).Info("connection check failed", "failuresInARow", now.failures, "ready", now.ok, "error", err)
+		l.V(1).Info("connection check failed", "failuresInARow", now.failures, "ready", now.connected, "error", err)
 	}
 }
 

@@ -53,15 +53,15 @@ var fixtures = []fixture{
 	{"suspended-never-ready.yaml", "Suspended", "spec.suspend is true", status.InProgressStatus},
 	{"suspended-after-stalled.yaml", "Suspended", "spec.suspend is true", status.InProgressStatus},
 
-	// BackendProviders: one Ready condition, no Stalled, so kstatus reads a
-	// provider that cannot be used as InProgress.
+	// BackendProviders: Ready, and Stalled beside it while Ready is False,
+	// so that kstatus reads a provider that cannot be used as Failed.
 	{"provider-healthy.yaml", "Healthy", "can be used", status.CurrentStatus},
 	{"provider-progressing-new.yaml", "Progressing", "Waiting for the controller to check this BackendProvider", status.InProgressStatus},
 	{"provider-progressing-generation-not-observed.yaml", "Progressing", "check generation 2", status.InProgressStatus},
 	{"provider-progressing-ready-unknown.yaml", "Progressing", "Checking: not checked yet", status.InProgressStatus},
-	{"provider-degraded-secret-not-found.yaml", "Degraded", "SecretNotFound: BackendProvider consul-eu: Secret backendslice-system/consul-eu-token", status.InProgressStatus},
-	{"provider-degraded-invalid.yaml", "Degraded", "InvalidProvider: spec.namespaces.selector", status.InProgressStatus},
-	{"provider-degraded-connection-failed.yaml", "Degraded", "ConnectionFailed: the connection check fails", status.InProgressStatus},
+	{"provider-degraded-secret-not-found.yaml", "Degraded", "SecretNotFound: BackendProvider consul-eu: Secret backendslice-system/consul-eu-token", status.FailedStatus},
+	{"provider-degraded-invalid.yaml", "Degraded", "InvalidProvider: spec.namespaces.selector", status.FailedStatus},
+	{"provider-degraded-connection-failed.yaml", "Degraded", "ConnectionFailed: the connection check fails", status.FailedStatus},
 }
 
 // load reads a fixture as the unstructured object Argo CD and kstatus get

@@ -187,7 +187,9 @@ func handWritten(t *testing.T, ns string, addrs ...string) {
 
 // TestHealthOfLiveProviders holds backendprovider-health.lua and kstatus to
 // the BackendProviders the controller really writes: new, checked and
-// usable, changed, and missing its Secret.
+// usable, changed, missing its Secret, and with a selector that does not
+// parse, then fixed. One that cannot be used is Failed for kstatus
+// (Stalled), not InProgress until a wait times out.
 func TestHealthOfLiveProviders(t *testing.T) {
 	ns := framework.Namespace(t)
 	bp := &v1alpha1.BackendProvider{
@@ -220,7 +222,7 @@ func TestHealthOfLiveProviders(t *testing.T) {
 	}
 	framework.Create(t, missing)
 	t.Cleanup(func() { _ = framework.E().Client.Delete(context.Background(), missing) })
-	judgeProvider(t, missing.Name, metav1.ConditionFalse, "Degraded", v1alpha1.ReasonSecretNotFound+": ", status.InProgressStatus)
+	judgeProvider(t, missing.Name, metav1.ConditionFalse, "Degraded", v1alpha1.ReasonSecretNotFound+": ", status.FailedStatus)
 
 	// A selector the API server stores but that does not parse.
 	invalid := &v1alpha1.BackendProvider{
@@ -234,7 +236,23 @@ func TestHealthOfLiveProviders(t *testing.T) {
 	}
 	framework.Create(t, invalid)
 	t.Cleanup(func() { _ = framework.E().Client.Delete(context.Background(), invalid) })
-	judgeProvider(t, invalid.Name, metav1.ConditionFalse, "Degraded", v1alpha1.ReasonInvalidProvider+": spec.namespaces.selector", status.InProgressStatus)
+	judgeProvider(t, invalid.Name, metav1.ConditionFalse, "Degraded", v1alpha1.ReasonInvalidProvider+": spec.namespaces.selector", status.FailedStatus)
+
+	// Fixed, it is Ready and no longer Stalled.
+	framework.Edit(t, invalid, func(bp *v1alpha1.BackendProvider) {
+		bp.Spec.Namespaces.Selector.MatchExpressions[0].Values = []string{"payments"}
+	})
+	judgeProvider(t, invalid.Name, metav1.ConditionTrue, "Healthy", "can be used", status.CurrentStatus)
+	framework.Eventually(t, framework.Timeout, "Stalled removed from "+invalid.Name, func() error {
+		var bp v1alpha1.BackendProvider
+		if err := framework.E().Client.Get(context.Background(), client.ObjectKeyFromObject(invalid), &bp); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(bp.Status.Conditions, v1alpha1.ConditionStalled); c != nil {
+			return fmt.Errorf("Stalled %+v beside a True Ready", c)
+		}
+		return nil
+	})
 }
 
 // judgeProvider waits until the BackendProvider's Ready condition of its

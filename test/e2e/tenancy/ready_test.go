@@ -37,7 +37,7 @@ func waitConnectionFailed(t *testing.T, start time.Time, name, kind string, part
 	took := time.Since(start)
 	t.Logf("BackendProvider %s: Ready=False/%s within %s", name, v1alpha1.ReasonConnectionFailed, took.Round(time.Millisecond))
 	waitPrinted(t, name, map[string]string{"Ready": "False", "Reason": v1alpha1.ReasonConnectionFailed})
-	judgeProvider(t, name, "Degraded", v1alpha1.ReasonConnectionFailed+": the connection check fails", kstatus.InProgressStatus)
+	judgeProvider(t, name, "Degraded", v1alpha1.ReasonConnectionFailed+": the connection check fails", kstatus.FailedStatus)
 	return took
 }
 
