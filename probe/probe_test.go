@@ -260,8 +260,8 @@ func TestFailureDetailOnlyInTheLog(t *testing.T) {
 			t.Errorf("log %q does not say %s", logged(), want)
 		}
 	}
-	if ready, known := p.Verdict(target); ready || !known {
-		t.Errorf("verdict ready=%v known=%v, want a known failure", ready, known)
+	if passing, known := p.Passing(target), tracked(p, target); passing || !known {
+		t.Errorf("passing=%v tracked=%v, want a tracked failure", passing, known)
 	}
 }
 
@@ -371,12 +371,12 @@ func TestProberFollowsAServer(t *testing.T) {
 	}}
 	backend := types.NamespacedName{Namespace: "default", Name: "db"}
 	p.Sync(backend, []Target{target})
-	verdict := func() bool { r, _ := p.Verdict(target); return r }
+	verdict := func() bool { return p.Passing(target) }
 
 	// A few periods of passes: ready, as it started, and no wake.
 	time.Sleep(400 * time.Millisecond)
-	if r, known := p.Verdict(target); !r || !known {
-		t.Fatalf("verdict of a served port: ready=%v known=%v, want ready", r, known)
+	if passing, known := p.Passing(target), tracked(p, target); !passing || !known {
+		t.Fatalf("verdict of a served port: passing=%v tracked=%v, want passing", passing, known)
 	}
 	if n := w.total(); n != 0 {
 		t.Fatalf("%d wakes while nothing changed, want 0", n)
@@ -455,7 +455,7 @@ func TestSharedTargetProbedOnce(t *testing.T) {
 	if got := requests.Load() - before; got < 1 {
 		t.Errorf("%d requests in 600ms after one of two backends left, want the target still probed", got)
 	}
-	if _, known := p.Verdict(target); !known {
+	if !tracked(p, target) {
 		t.Errorf("the target has no verdict while backend 2 still uses it")
 	}
 
@@ -466,7 +466,7 @@ func TestSharedTargetProbedOnce(t *testing.T) {
 	if got := requests.Load() - before; got > 1 {
 		t.Errorf("%d requests in 600ms after the last backend left, want at most 1 (one in flight)", got)
 	}
-	if _, known := p.Verdict(target); known {
+	if tracked(p, target) {
 		t.Errorf("the target still has a verdict after the last backend left")
 	}
 }
@@ -554,4 +554,12 @@ func TestMetricsHaveNoEndpointLabels(t *testing.T) {
 			t.Errorf("no probe metric labelled %s; got %v", v, values)
 		}
 	}
+}
+
+// tracked tells whether p probes t for some backend.
+func tracked(p *Prober, t Target) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.entries[p.keyOf(t)]
+	return ok
 }

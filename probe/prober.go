@@ -265,17 +265,17 @@ func (p *Prober) dropIdle(tn *tenant) {
 	}
 }
 
-// Verdict is what the probes say of t: whether it is ready, and whether
-// it has a verdict at all (false for a target no backend has asked for).
-// Before its first results a target has its check's initial verdict.
-func (p *Prober) Verdict(t Target) (ready, known bool) {
+// Passing tells whether the probes pass t: its check's last verdict, or
+// the check's initial one before the first results and for a target no
+// backend has asked for.
+func (p *Prober) Passing(t Target) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e, ok := p.entries[p.keyOf(t)]
 	if !ok {
-		return t.Check.InitialReady, false
+		return t.Check.InitialReady
 	}
-	return e.ready, true
+	return e.ready
 }
 
 // Start runs the probes until ctx ends.

@@ -18,43 +18,34 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/backendslice/backendslice/internal/buildcmd"
 	"github.com/backendslice/backendslice/internal/image"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "build-image:", err)
-		os.Exit(1)
+func main() { buildcmd.Main("build-image", define) }
+
+// define binds build-image's flags.
+func define(fs *flag.FlagSet, m *buildcmd.Module) buildcmd.Action {
+	out := fs.String("out", filepath.Join("bin", "image"), "OCI image layout directory to write (replaced)")
+	archive := fs.String("tarball", "", "also write the layout as this tar file (an oci-archive)")
+	platforms := fs.String("platforms", formatPlatforms(image.Platforms), "comma-separated platforms to build")
+	return func(ctx context.Context, stdout io.Writer) error {
+		plats, err := parsePlatforms(*platforms)
+		if err != nil {
+			return err
+		}
+		return build(ctx, *m, *out, *archive, plats, stdout)
 	}
 }
 
-func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("build-image", flag.ContinueOnError)
-	dir := fs.String("dir", ".", "root of the backendslice module")
-	out := fs.String("out", filepath.Join("bin", "image"), "OCI image layout directory to write (replaced)")
-	archive := fs.String("tarball", "", "also write the layout as this tar file (an oci-archive)")
-	version := fs.String("version", "", "image tag and version label (default: the chart's appVersion)")
-	platforms := fs.String("platforms", formatPlatforms(image.Platforms), "comma-separated platforms to build")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	plats, err := parsePlatforms(*platforms)
-	if err != nil {
-		return err
-	}
-	md, err := image.NewMetadata(ctx, *dir, *version)
+// build writes the image of m for plats.
+func build(ctx context.Context, m buildcmd.Module, out, archive string, plats []v1.Platform, stdout io.Writer) error {
+	md, err := image.NewMetadata(ctx, m.Dir, m.Version)
 	if err != nil {
 		return err
 	}
@@ -63,19 +54,19 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("creating a build directory: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	bins, err := image.Compile(ctx, *dir, tmp, plats, md)
+	bins, err := image.Compile(ctx, m.Dir, tmp, plats, md)
 	if err != nil {
 		return err
 	}
-	res, err := image.Assemble(bins, md, *out, *archive)
+	res, err := image.Assemble(bins, md, out, archive)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "image    %s\n", res.Reference)
 	fmt.Fprintf(stdout, "digest   %s\n", res.Digest)
-	fmt.Fprintf(stdout, "layout   %s (OCI image layout)\n", *out)
-	if *archive != "" {
-		fmt.Fprintf(stdout, "tarball  %s (oci-archive)\n", *archive)
+	fmt.Fprintf(stdout, "layout   %s (OCI image layout)\n", out)
+	if archive != "" {
+		fmt.Fprintf(stdout, "tarball  %s (oci-archive)\n", archive)
 	}
 	for _, img := range res.Images {
 		fmt.Fprintf(stdout, "  %-12s %s  %.1f MiB\n", img.Platform, img.Digest, float64(img.Size)/(1<<20))

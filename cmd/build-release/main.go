@@ -17,37 +17,27 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"time"
 
+	"github.com/backendslice/backendslice/internal/buildcmd"
 	"github.com/backendslice/backendslice/internal/release"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "build-release:", err)
-		os.Exit(1)
+func main() { buildcmd.Main("build-release", define) }
+
+// define binds build-release's flags.
+func define(fs *flag.FlagSet, m *buildcmd.Module) buildcmd.Action {
+	out := fs.String("out", filepath.Join("bin", "release"), "directory the release directory (named by the version) is written into")
+	return func(ctx context.Context, stdout io.Writer) error {
+		return build(ctx, release.Options{ModuleDir: m.Dir, OutDir: *out, Version: m.Version}, stdout)
 	}
 }
 
-func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("build-release", flag.ContinueOnError)
-	dir := fs.String("dir", ".", "root of the backendslice module")
-	out := fs.String("out", filepath.Join("bin", "release"), "directory the release directory (named by the version) is written into")
-	version := fs.String("version", "", "the release (default: the chart's appVersion; the chart's version and appVersion must be it)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
+// build writes the release opts names and lists its files.
+func build(ctx context.Context, opts release.Options, stdout io.Writer) error {
 	start := time.Now()
-	res, err := release.Build(ctx, release.Options{ModuleDir: *dir, OutDir: *out, Version: *version})
+	res, err := release.Build(ctx, opts)
 	if err != nil {
 		return err
 	}

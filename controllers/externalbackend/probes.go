@@ -26,7 +26,7 @@ import (
 // Prober checks endpoints for the reconciler (probe.Prober).
 type Prober interface {
 	Sync(backend types.NamespacedName, targets []probe.Target)
-	Verdict(t probe.Target) (ready, known bool)
+	Passing(t probe.Target) bool
 }
 
 // probeOutcome is what the probes did to one reconcile's endpoints.
@@ -104,8 +104,7 @@ func (r *Reconciler) applyProbes(ctx context.Context, xb *v1alpha1.ExternalBacke
 		}
 		t := probe.Target{Address: e.Address, Check: c}
 		targets = append(targets, t)
-		passing, _ := r.Prober.Verdict(t)
-		verdicts[i] = publish.ProbeVerdict{Probed: true, Passing: passing, FailOpen: sp.failOpen}
+		verdicts[i] = publish.ProbeVerdict{Probed: true, Passing: r.Prober.Passing(t), FailOpen: sp.failOpen}
 	}
 	if unprobed > 0 {
 		out.limit = fmt.Sprintf("%d endpoint(s) past the controller's limit of %d probe targets per backend (--max-probe-targets-per-backend) are not probed and are published as their sources say",

@@ -23,7 +23,7 @@ import (
 type recordingProber struct{ targets []probe.Target }
 
 func (p *recordingProber) Sync(_ types.NamespacedName, targets []probe.Target) { p.targets = targets }
-func (p *recordingProber) Verdict(probe.Target) (bool, bool)                   { return false, true }
+func (p *recordingProber) Passing(probe.Target) bool                           { return false }
 
 // TestProbeTargetsPerBackendBounded: past --max-probe-targets-per-backend a
 // backend's endpoints go unprobed (published as their sources say), and the

@@ -105,7 +105,7 @@ func lookupNameChecks(clusterDomain string, xb *v1alpha1.ExternalBackend) []stri
 		if src.DNS == nil {
 			continue
 		}
-		name := strings.TrimSuffix(strings.ToLower(src.DNS.Name), ".")
+		name := publish.CanonicalName(src.DNS.Name)
 		if reason := publish.ClusterNameReason(name, clusterDomain); reason != "" {
 			msgs = append(msgs, fmt.Sprintf("spec.sources[%s].dns.name: %q %s; name the outside backend", src.Name, src.DNS.Name, reason))
 		}

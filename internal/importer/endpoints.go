@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/publish"
 )
 
 // candidate is one endpoint as consumers read it, as a static endpoint.
@@ -84,7 +85,7 @@ func readEndpoint(g group, e discoveryv1.Endpoint, nb *notebook) (candidate, boo
 // of type t (an Endpoints address when empty), or why it cannot be read.
 func readAddress(a string, t discoveryv1.AddressType) (string, v1alpha1.AddressType, string) {
 	if t == discoveryv1.AddressTypeFQDN {
-		n := strings.TrimSuffix(strings.ToLower(a), ".")
+		n := publish.CanonicalName(a)
 		if len(validation.IsDNS1123Subdomain(n)) > 0 {
 			return "", "", "not a DNS name"
 		}

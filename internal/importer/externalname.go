@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/publish"
 )
 
 // inCluster reports whether a dns source refuses n (lower case) as
@@ -28,7 +29,7 @@ func inCluster(n string) bool {
 // externalName, with a note on what changes for its clients.
 func externalName(svc *corev1.Service, in *owned, opt Options, ns string) (*Backend, []Note) {
 	obj := name("Service", svc.Namespace, svc.Name)
-	target := strings.TrimSuffix(strings.ToLower(svc.Spec.ExternalName), ".")
+	target := publish.CanonicalName(svc.Spec.ExternalName)
 	refuse := func(format string, args ...any) []Note {
 		return []Note{{Kind: Refused, Object: obj, Text: fmt.Sprintf(format, args...)}}
 	}

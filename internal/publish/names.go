@@ -110,7 +110,7 @@ func numericNameReason(name string) string {
 //     metadata service (instance-data.ec2.internal, and
 //     instance-data.<region>.compute.internal).
 func ClusterNameReason(name, clusterDomain string) string {
-	domain := strings.TrimRight(strings.ToLower(strings.TrimSpace(clusterDomain)), ".")
+	domain := flagName(clusterDomain)
 	if domain == "" {
 		domain = DefaultClusterDomain
 	}
@@ -165,3 +165,10 @@ func DeniedMetadataNames() []string {
 // metadata service (instance-data.ec2.internal,
 // instance-data.<region>.compute.internal).
 const MetadataLabel = "instance-data"
+
+// flagName is a name as an operator writes it in a flag (any case, spaces
+// after a comma, one or more dots at the end) in the form names are
+// compared in.
+func flagName(s string) string {
+	return strings.TrimRight(CanonicalName(strings.TrimSpace(s)), ".")
+}

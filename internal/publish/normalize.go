@@ -216,7 +216,14 @@ func CanonicalAddress(a string) string {
 	if ip, err := netip.ParseAddr(a); err == nil {
 		return ip.Unmap().String()
 	}
-	return strings.TrimSuffix(strings.Map(asciiLower, a), ".")
+	return CanonicalName(a)
+}
+
+// CanonicalName is a DNS name as every check and comparison reads it: ASCII
+// letters in lower case (see CanonicalAddress for why only those), without
+// its trailing dot.
+func CanonicalName(name string) string {
+	return strings.TrimSuffix(strings.Map(asciiLower, name), ".")
 }
 
 // asciiLower is r in lower case if it is an ASCII letter, else r.
@@ -304,7 +311,7 @@ func DeniedNameReason(name string, deniedNames []string, clusterDomain string) s
 	for _, d := range deniedNames {
 		// Operators write names as they like: Metadata.Google.Internal.,
 		// or " metadata.goog" after a comma in the flag.
-		d = strings.TrimRight(strings.ToLower(strings.TrimSpace(d)), ".")
+		d = flagName(d)
 		if name == d || (strings.HasPrefix(d, "*.") && strings.HasSuffix(name, d[1:])) {
 			return fmt.Sprintf("name matches %q, denied by the controller's --denied-names (cloud metadata or cluster names)", d)
 		}
