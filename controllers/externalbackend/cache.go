@@ -8,7 +8,21 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/internal/slicestore"
 )
+
+// BackendIndex indexes our cached Services and slices by the backend they
+// belong to (their v1alpha1.BackendLabel).
+const BackendIndex = "backendslice.io/backend"
+
+// backendOf is the BackendIndex value of an object.
+func backendOf(o client.Object) []string {
+	if key, ok := slicestore.BackendKey(o); ok {
+		return []string{key.Name}
+	}
+	return nil
+}
 
 // CacheOptions narrow and trim what the manager's cache holds: Services
 // and slices that carry our label (a cluster's others are none of our

@@ -11,5 +11,7 @@
 //	status.go       patch status once, from the pure summary in summarize.go
 //
 // What the controller remembers of a backend between passes is one record
-// (state.go), dropped whole when the backend goes.
+// (state.go), dropped whole when the backend goes; what it knows of the
+// cache's view of the backend's Service and slices is the slice store's
+// (internal/slicestore), forgotten at the same time.
 package externalbackend

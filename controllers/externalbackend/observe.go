@@ -8,6 +8,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/publish"
+	"github.com/backendslice/backendslice/internal/slicestore"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,7 +42,7 @@ func (r *Reconciler) observe(ctx context.Context, xb *v1alpha1.ExternalBackend) 
 	case !apierrors.IsNotFound(err):
 		return seen, readFailed("reading Service "+name, err)
 	}
-	list := sliceMetaList()
+	list := slicestore.SliceMetaList()
 	if err := r.List(ctx, list, client.InNamespace(xb.Namespace), client.MatchingFields{BackendIndex: xb.Name}); err != nil {
 		return seen, readFailed("listing EndpointSlices of Service "+name, err)
 	}
@@ -56,9 +57,9 @@ func (r *Reconciler) observe(ctx context.Context, xb *v1alpha1.ExternalBackend) 
 		}
 		return svc != name
 	})
-	of, err := r.withContent(ctx, client.ObjectKeyFromObject(xb), metas)
+	of, err := r.store.Slices(ctx, client.ObjectKeyFromObject(xb), metas)
 	if err != nil {
-		return seen, err
+		return seen, readFailed("reading the EndpointSlices of this backend past the cache", err)
 	}
 	seen.slices, seen.taken = ownedBy(of, name, seen.service)
 	net, err := r.families.read(ctx)

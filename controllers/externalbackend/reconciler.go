@@ -16,6 +16,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/connections"
 	"github.com/backendslice/backendslice/internal/fairshare"
+	"github.com/backendslice/backendslice/internal/slicestore"
 	"github.com/backendslice/backendslice/internal/watchdog"
 	"github.com/backendslice/backendslice/providers"
 )
@@ -61,11 +62,11 @@ type Reconciler struct {
 	connections connections.Reader
 	// families tells which IP families the cluster serves, and its Service ranges.
 	families clusterNetworks
-	// state holds what this process remembers of each backend.
+	// state holds each backend's own memory.
 	state backendStates
-	// primed tells whether the content of every slice of ours was read
-	// past the cache since this process started (slicecontent.go).
-	primed primer
+	// store knows what the cache shows of each backend's Service and
+	// slices, and what this process wrote of them.
+	store *slicestore.Store
 	// recreations are the token buckets, one per namespace, that Service
 	// recreations take from, on top of each backend's own backoff
 	// (recreateAfter).
@@ -91,7 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	// the client's rate limit.
 	ctx = fairshare.WithFlow(ctx, req.Namespace)
 	start := r.Clock.Now()
-	xb, err := r.load(ctx, req.NamespacedName)
+	xb, err := r.store.Backend(ctx, req.NamespacedName)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.release(req.NamespacedName)
@@ -199,6 +200,7 @@ func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) pas
 func (r *Reconciler) release(key types.NamespacedName) {
 	r.Metrics.forget(key.Namespace, key.Name)
 	r.state.release(key)
+	r.store.Forget(key)
 	r.forgetSources(key)
 	if r.Prober != nil {
 		r.Prober.Sync(key, nil)

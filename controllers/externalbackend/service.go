@@ -19,6 +19,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/publish"
+	"github.com/backendslice/backendslice/internal/slicestore"
 )
 
 // ipFamilies are the Service's IP families: those of the published
@@ -336,7 +337,7 @@ func (r *Reconciler) removeOldServices(ctx context.Context, xb *v1alpha1.Externa
 		// Garbage collection would remove the slices too; deleting them
 		// first takes the old name out of service discovery at once. Only
 		// slices the old Service controls go, never another backend's.
-		sl := sliceMetaList()
+		sl := slicestore.SliceMetaList()
 		if err := r.List(ctx, sl, client.InNamespace(xb.Namespace), client.MatchingLabels{
 			discoveryv1.LabelServiceName: old.Name, v1alpha1.BackendLabel: xb.Name,
 		}); err != nil {
@@ -347,7 +348,7 @@ func (r *Reconciler) removeOldServices(ctx context.Context, xb *v1alpha1.Externa
 			if !metav1.IsControlledBy(s, old) {
 				continue
 			}
-			s.SetGroupVersionKind(sliceGVK)
+			s.SetGroupVersionKind(slicestore.SliceGVK)
 			if err := r.remove(ctx, s, kindEndpointSlice, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("deleting EndpointSlice %s of Service %s: %w", s.Name, old.Name, err)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/connections"
 	"github.com/backendslice/backendslice/internal/fairshare"
+	"github.com/backendslice/backendslice/internal/slicestore"
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -92,12 +93,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// A label selector on a cache list is matched against every object of
 	// the namespace: with thousands of backends in one namespace, each
 	// reconcile's reads would cost as much as the namespace is big.
-	for _, o := range []client.Object{&corev1.Service{}, sliceMeta()} {
+	for _, o := range []client.Object{&corev1.Service{}, slicestore.SliceMeta()} {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), o, BackendIndex, backendOf); err != nil {
 			return fmt.Errorf("indexing %T by backend: %w", o, err)
 		}
 	}
 	r.checks = NewSpecChecker()
+	r.store = newStore(r.Client, r.APIReader)
 	r.connections = connections.Reader{Client: r.Client, Namespace: r.Config.Namespace, Kinds: r.kinds()}
 	if r.Waker != nil {
 		// A call that outlasts its pass wakes the backend when it answers.
@@ -110,7 +112,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Clock = clock.RealClock{}
 	}
 	byBackendLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
-		key, ok := backendKey(o)
+		key, ok := slicestore.BackendKey(o)
 		if !ok {
 			return nil
 		}
@@ -119,12 +121,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Watches(&v1alpha1.ExternalBackend{}, unhandledFirst(), builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&corev1.Service{}, byBackendLabel, builder.WithPredicates(r.state.notEchoes(kindService))).
-		// The ledger sees every delete, ours included, before the echoes
-		// of our own writes are dropped.
-		// Slices as metadata only: see slicecontent.go.
+		Watches(&corev1.Service{}, byBackendLabel, builder.WithPredicates(r.store.NotEchoes(kindService))).
+		// The store's ledger sees every delete, ours included, before the
+		// echoes of our own writes are dropped.
+		// Slices as metadata only: see internal/slicestore.
 		Watches(&discoveryv1.EndpointSlice{}, byBackendLabel, builder.OnlyMetadata,
-			builder.WithPredicates(r.state.watchSliceDeletes(), r.state.notEchoes(kindEndpointSlice))).
+			builder.WithPredicates(r.store.SliceDeletes(), r.store.NotEchoes(kindEndpointSlice))).
 		Named(controllerName).
 		WithOptions(controller.Options{RateLimiter: retryLimiter(), MaxConcurrentReconciles: r.Workers + 1,
 			NewQueue: r.newQueue, LogConstructor: backendLogger(mgr.GetLogger())})

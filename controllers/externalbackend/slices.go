@@ -63,7 +63,7 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 		// endpoints at the same moment makes the same deterministically
 		// named slices: its create or ours fails, and createSlice updates
 		// the one that exists instead of adding another.)
-		r.state.trustSlices(key, nil, in.Existing)
+		r.store.Trust(key, nil, in.Existing)
 	}
 	if plan.Places(in.Existing) && !created && !r.cacheSeesAll(key, in.Existing) {
 		// A cache that misses a slice another writer (or our own last pass)
@@ -74,7 +74,7 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 		if err != nil {
 			return 0, sliceBound{}, err
 		}
-		r.state.trustSlices(key, live, in.Existing)
+		r.store.Trust(key, live, in.Existing)
 		if !sameVersions(live, in.Existing) {
 			in.Existing, in.TakenNames = live, taken.Union(seen.taken)
 			plan = sliceplan.Compute(in)
@@ -125,7 +125,7 @@ func (r *Reconciler) volatility(key client.ObjectKey, in *sliceplan.Input) slice
 // know (by its ledger of its own writes); without leader election another
 // instance may have written a slice the cache does not show yet.
 func (r *Reconciler) cacheSeesAll(key client.ObjectKey, cached []discoveryv1.EndpointSlice) bool {
-	return r.Config.SoleWriter && r.state.cacheShowsSlices(key, cached)
+	return r.Config.SoleWriter && r.store.ShowsAll(key, cached)
 }
 
 // onlyOwned keeps the slices that svc, as written, owns: a Service created
@@ -151,9 +151,6 @@ func (r *Reconciler) liveSlices(ctx context.Context, svc *corev1.Service) ([]dis
 		return nil, nil, readFailed("listing EndpointSlices of Service "+svc.Name, err)
 	}
 	ours, taken := ownedBy(live.Items, svc.Name, svc)
-	for i := range ours {
-		r.state.keepContent(&ours[i])
-	}
 	return ours, taken, nil
 }
 

@@ -1,20 +1,23 @@
 package externalbackend
 
 import (
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/coalesce"
+	"github.com/backendslice/backendslice/internal/records"
 	"github.com/backendslice/backendslice/internal/sliceplan"
 )
 
-// backendState is everything this process remembers of one backend
-// between passes. It lives in memory and starts empty after a restart.
-// Keeping it in one record lets release drop all of it at once: a part
-// kept anywhere else would outlive the backend.
+// backendState is the backend's own memory between passes: what its
+// sources said, its drains, its coalescing window, its churn, its Service
+// recreations and its held status catch-up. It lives in memory and starts
+// empty after a restart. What this process knows of the cache's view of
+// the backend is the slice store's (internal/slicestore); release drops
+// both. Keeping the memory in one record lets release drop all of it at
+// once: a part kept anywhere else would outlive the backend.
 type backendState struct {
 	// answers holds each source's last answer, by source name.
 	answers map[string]lastAnswer
@@ -26,18 +29,6 @@ type backendState struct {
 	// churn-aware placement. After a restart it is relearned: the slices
 	// keep their volatile marks, and nothing moves until it has.
 	churn sliceplan.History
-	// status is the backend's status as this process last wrote or read
-	// it live, nil before either: a cached copy that shows another status
-	// may be older than our own last status patch (see load).
-	status *statusSeen
-	// ledger holds our slice writes the cache has not shown yet.
-	ledger sliceLedger
-	// contents holds, by slice name, what the metadata-only cache does not
-	// show of the backend's slices (slicecontent.go).
-	contents map[string]sliceContent
-	// echoes are our last writes of the backend's Service and slices,
-	// until their watch events come (see writing).
-	echoes map[writtenObject]lastWrite
 	// recreateAttempts counts the passes in a row that deleted the Service
 	// to recreate it, for their backoff (see recreateAfter).
 	recreateAttempts int
@@ -46,48 +37,19 @@ type backendState struct {
 	catchUpAt time.Time
 }
 
-// backendStates holds a backendState per backend. One mutex guards the map
-// and every record: a backend's reconcile and the watch predicates that
-// look at its record run on different goroutines, and each holds the
-// mutex for a few map operations only, never across an API call. The zero
-// value is empty and ready to use.
-type backendStates struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]*backendState
-}
+// backendStates holds a backendState per backend (records.Records): the
+// reconciles of different backends run at once.
+type backendStates struct{ records.Records[backendState] }
 
 // update runs f on key's record, making one if there is none: for a
 // reconcile, which keeps what it learnt.
-func (s *backendStates) update(key types.NamespacedName, f func(*backendState)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.m[key]
-	if !ok {
-		if s.m == nil {
-			s.m = map[types.NamespacedName]*backendState{}
-		}
-		b = &backendState{}
-		s.m[key] = b
-	}
-	f(b)
-}
+func (s *backendStates) update(key types.NamespacedName, f func(*backendState)) { s.Update(key, f) }
 
-// lookup runs f on key's record if there is one, and tells whether there
-// was. The watches use it: the events of a backend this process keeps
-// nothing of (one already released) must not make a record again.
+// lookup runs f on key's record if there is one: for a step that only
+// reads what an earlier pass kept.
 func (s *backendStates) lookup(key types.NamespacedName, f func(*backendState)) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.m[key]
-	if ok {
-		f(b)
-	}
-	return ok
+	return s.Lookup(key, f)
 }
 
 // release drops everything kept for key, a backend that is gone.
-func (s *backendStates) release(key types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, key)
-}
+func (s *backendStates) release(key types.NamespacedName) { s.Release(key) }

@@ -103,7 +103,7 @@ func TestReleaseLeavesNothing(t *testing.T) {
 	}
 
 	r.release(key)
-	if n := len(r.state.m); n != 0 {
+	if n := r.state.Len(); n != 0 {
 		t.Fatalf("%d record(s) left after the release", n)
 	}
 
@@ -114,13 +114,13 @@ func TestReleaseLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	liveReads = 0
-	if _, err := r.load(ctx, key); err != nil || liveReads != 0 {
+	if _, err := r.store.Backend(ctx, key); err != nil || liveReads != 0 {
 		t.Errorf("status: load made %d live read(s) (%v), want none", liveReads, err)
 	}
 	if r.cacheSeesAll(key, ours.Items) {
 		t.Error("ledger: the cache is trusted without a list")
 	}
-	if !r.state.notEchoes(kindEndpointSlice).Create(event.CreateEvent{Object: &ours.Items[0]}) {
+	if !r.store.NotEchoes(kindEndpointSlice).Create(event.CreateEvent{Object: &ours.Items[0]}) {
 		t.Error("own writes: the event of a slice written before the release is taken for an echo")
 	}
 	if got := r.recreateAfter(key, true); got != retryBaseDelay {
@@ -153,6 +153,17 @@ func TestReleaseLeavesNothing(t *testing.T) {
 	i := slices.IndexFunc(pub.draining, func(d v1alpha1.DrainingEndpoint) bool { return d.Address == vanished.Address })
 	if i < 0 || !pub.draining[i].Since.Time.Equal(clock.Now()) {
 		t.Errorf("drains: %v, want %s draining since now (%v)", pub.draining, vanished.Address, clock.Now())
+	}
+}
+
+// TestBackendStateIsOwnMemory: a backend's record holds its own memory
+// only (answers, drains, the coalescing window, churn, Service recreations
+// and a held catch-up); what the cache can be trusted for is the slice
+// store's.
+func TestBackendStateIsOwnMemory(t *testing.T) {
+	const most = 6
+	if n := reflect.TypeFor[backendState]().NumField(); n > most {
+		t.Errorf("backendState has %d fields, at most %d: what is about the cache belongs in internal/slicestore", n, most)
 	}
 }
 

@@ -160,7 +160,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, after *v1alpha1.Ex
 	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	r.state.update(client.ObjectKeyFromObject(after), func(b *backendState) { b.status = seenStatus(after) })
+	r.store.SawStatus(after)
 	return nil
 }
 

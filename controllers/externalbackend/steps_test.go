@@ -55,7 +55,7 @@ func stepReconciler(t *testing.T, clock *clocktesting.FakeClock, cfg Config, c c
 		t.Fatal(err)
 	}
 	cfg.MaxEndpointsPerSlice = 100
-	return &Reconciler{Client: c, APIReader: c, Config: cfg, Clock: clock, Metrics: m}
+	return &Reconciler{Client: c, APIReader: c, Config: cfg, Clock: clock, Metrics: m, store: newStore(c, c)}
 }
 
 // answer is one source's answer of serving endpoints.
@@ -321,55 +321,6 @@ func TestSyncSlices(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestCurrentReadsPastAStaleCache: a cached backend older than this
-// process's own last status patch is read again from the API server, since
-// a status diff from the older copy would leave the newer status's fields
-// in place; a cache that caught up, or that shows our status at a later
-// version, costs no read.
-func TestCurrentReadsPastAStaleCache(t *testing.T) {
-	stale := stepBackend(2)
-	stale.Status.Draining = []v1alpha1.DrainingEndpoint{{Address: "192.0.2.9"}}
-	fresh := stale.DeepCopy()
-	fresh.Status.Draining = nil
-	cache := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(stale).Build()
-	var liveReads int
-	// The API server selects by metadata.name itself; the fake needs an index.
-	byName := func(o client.Object) []string { return []string{o.GetName()} }
-	live := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(fresh).
-		WithIndex(&v1alpha1.ExternalBackend{}, "metadata.name", byName).WithInterceptorFuncs(interceptor.Funcs{
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			liveReads++
-			return c.List(ctx, list, opts...)
-		},
-	}).Build()
-	r := &Reconciler{Client: cache, APIReader: live}
-	key := client.ObjectKeyFromObject(stale)
-
-	if _, err := r.load(context.Background(), key); err != nil || liveReads != 0 {
-		t.Fatalf("nothing written yet: %v, %d live reads, want none", err, liveReads)
-	}
-	r.state.update(key, func(b *backendState) {
-		b.status = &statusSeen{resourceVersion: "our-patch", digest: statusDigest(&fresh.Status)}
-	})
-	xb, err := r.load(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if liveReads != 1 || len(xb.Status.Draining) != 0 {
-		t.Fatalf("cache older than our patch: %d live reads, draining %v; want the live copy", liveReads, xb.Status.Draining)
-	}
-	if _, err := r.load(context.Background(), key); err != nil || liveReads != 1 {
-		t.Errorf("cache at the version read live: %v, %d live reads, want no more", err, liveReads)
-	}
-	// A spec edit since our patch: another version, with our status.
-	r.state.update(key, func(b *backendState) {
-		b.status = &statusSeen{resourceVersion: "our-patch", digest: statusDigest(&stale.Status)}
-	})
-	if _, err := r.load(context.Background(), key); err != nil || liveReads != 1 {
-		t.Errorf("cache at a later version showing our status: %v, %d live reads, want no more", err, liveReads)
 	}
 }
 

@@ -1,4 +1,4 @@
-package externalbackend
+package slicestore
 
 import (
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -8,8 +8,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
-// sliceLedger tells whether the cache shows every slice of a backend that
-// can hold one of its endpoints, so that a pass placing endpoints reads the
+// ledger tells whether the cache shows every slice of a backend that can
+// hold one of its endpoints, so that a pass placing endpoints reads the
 // slices past the cache only when it may not. It remembers the generation
 // of each slice of the backend this process last wrote (or that it deleted
 // it) until the cache shows that write, as Kubernetes' own EndpointSlice
@@ -22,7 +22,7 @@ import (
 // the cache without our delete (someone stripped our label: the slice
 // still publishes its endpoints, but the cache no longer shows it) or the
 // process restarts.
-type sliceLedger struct {
+type ledger struct {
 	trusted bool
 	// pending holds, by slice name, our writes the cache has not shown yet.
 	pending map[string]sliceWrite
@@ -40,7 +40,7 @@ type sliceWrite struct {
 // the cache (none for a Service this pass created), and cached what the
 // cache shows: the cache is up to date once it shows live and none of the
 // rest.
-func (l *sliceLedger) trust(live, cached []discoveryv1.EndpointSlice) {
+func (l *ledger) trust(live, cached []discoveryv1.EndpointSlice) {
 	l.trusted = true
 	l.pending = make(map[string]sliceWrite, len(live)+len(cached))
 	for _, s := range cached {
@@ -52,7 +52,7 @@ func (l *sliceLedger) trust(live, cached []discoveryv1.EndpointSlice) {
 }
 
 // wrote records a write of one of the backend's slices that succeeded.
-func (l *sliceLedger) wrote(s client.Object, deleted bool) {
+func (l *ledger) wrote(s client.Object, deleted bool) {
 	if l.pending == nil {
 		l.pending = map[string]sliceWrite{}
 	}
@@ -62,7 +62,7 @@ func (l *sliceLedger) wrote(s client.Object, deleted bool) {
 // seesAll tells whether cached, the backend's slices in the cache, can be
 // planned from: the backend is trusted and the cache shows every write
 // this process made. Writes the cache shows are forgotten.
-func (l *sliceLedger) seesAll(cached []discoveryv1.EndpointSlice) bool {
+func (l *ledger) seesAll(cached []discoveryv1.EndpointSlice) bool {
 	if !l.trusted {
 		return false
 	}
@@ -90,50 +90,47 @@ func (w sliceWrite) shownBy(cached *discoveryv1.EndpointSlice) bool {
 
 // removed takes a slice's delete event: one that no delete of ours
 // explains means a slice left the cache that may still publish endpoints.
-func (l *sliceLedger) removed(s client.Object) {
+func (l *ledger) removed(s client.Object) {
 	if w, ours := l.pending[s.GetName()]; ours && w.deleted && w.uid == s.GetUID() {
 		return
 	}
 	l.trusted = false
 }
 
-// trustSlices records, for backend key, that live are all its slices and
-// cached what the cache shows (see sliceLedger.trust).
-func (s *backendStates) trustSlices(key types.NamespacedName, live, cached []discoveryv1.EndpointSlice) {
-	s.update(key, func(b *backendState) { b.ledger.trust(live, cached) })
-}
-
-// sliceWritten records a write of one of our slices that succeeded, in
-// the ledger of the backend its label names.
-func (s *backendStates) sliceWritten(o client.Object, deleted bool) {
-	if key, ok := backendKey(o); ok {
-		s.update(key, func(b *backendState) { b.ledger.wrote(o, deleted) })
+// Trust records, for backend key, that live are all its slices, as read
+// past the cache (none for a Service this pass created), and cached what
+// the cache shows (see ledger.trust); the content of live is kept.
+func (s *Store) Trust(key types.NamespacedName, live, cached []discoveryv1.EndpointSlice) {
+	for i := range live {
+		s.keepContent(&live[i])
 	}
+	s.update(key, func(b *record) { b.ledger.trust(live, cached) })
 }
 
-// cacheShowsSlices tells whether cached are all of backend key's slices
-// (see sliceLedger.seesAll); a backend with no record is not trusted.
-func (s *backendStates) cacheShowsSlices(key types.NamespacedName, cached []discoveryv1.EndpointSlice) bool {
+// ShowsAll tells whether cached are all of backend key's slices (see
+// ledger.seesAll); a backend with no record is not trusted.
+func (s *Store) ShowsAll(key types.NamespacedName, cached []discoveryv1.EndpointSlice) bool {
 	var all bool
-	s.lookup(key, func(b *backendState) { all = b.ledger.seesAll(cached) })
+	s.lookup(key, func(b *record) { all = b.ledger.seesAll(cached) })
 	return all
 }
 
-// watchSliceDeletes is the slice watch's predicate that hands delete
-// events to the ledger of the slice's backend, if it has a record; it lets
-// every event through.
-func (s *backendStates) watchSliceDeletes() predicate.Predicate {
+// SliceDeletes is the slice watch's predicate that hands delete events to
+// the ledger of the slice's backend, if it has a record, and forgets the
+// slice's content; it lets every event through. It must come before
+// NotEchoes, so that the ledger sees every delete, ours included.
+func (s *Store) SliceDeletes() predicate.Predicate {
 	return predicate.Funcs{DeleteFunc: func(e event.DeleteEvent) bool {
 		s.sliceRemoved(e.Object)
 		return true
 	}}
 }
 
-// sliceRemoved takes a slice's delete event (see sliceLedger.removed), and
+// sliceRemoved takes a slice's delete event (see ledger.removed), and
 // forgets the slice's content.
-func (s *backendStates) sliceRemoved(o client.Object) {
-	if key, ok := backendKey(o); ok {
-		s.lookup(key, func(b *backendState) { b.ledger.removed(o) })
+func (s *Store) sliceRemoved(o client.Object) {
+	if key, ok := BackendKey(o); ok {
+		s.lookup(key, func(b *record) { b.ledger.removed(o) })
 	}
 	s.forgetContent(o)
 }

@@ -1,4 +1,4 @@
-package externalbackend
+package slicestore
 
 import (
 	"testing"
@@ -32,7 +32,7 @@ func TestOwnWritesDropsOnlyEchoes(t *testing.T) {
 	}
 	// seen is a slice as the metadata-only watch shows it.
 	seen := func(name string, uid types.UID, gen int64, note string) *metav1.PartialObjectMetadata {
-		m := sliceMeta()
+		m := SliceMeta()
 		m.Namespace, m.Name, m.UID, m.Generation, m.Labels = "ns", name, uid, gen, ours
 		m.Annotations = map[string]string{"note": note}
 		return m
@@ -77,15 +77,15 @@ func TestOwnWritesDropsOnlyEchoes(t *testing.T) {
 			{event: "delete", obj: seen("a", "uid-a", 3, "x"), pass: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var w backendStates
-			p := w.notEchoes(kindEndpointSlice)
+			var w Store
+			p := w.NotEchoes(EndpointSlice)
 			for i, s := range tc.steps {
 				if s.write != nil {
-					w.writing(s.write, kindEndpointSlice, s.deleting)
+					w.Writing(s.write, EndpointSlice, s.deleting)
 					if s.returned != 0 {
 						back := s.write.DeepCopy()
 						back.UID, back.Generation = "uid-a", s.returned
-						w.returned(back, kindEndpointSlice)
+						w.Wrote(back, EndpointSlice, false)
 					}
 				}
 				var got bool
@@ -110,18 +110,18 @@ func TestOwnWritesDropsOnlyEchoes(t *testing.T) {
 // keeps nothing of (one released, or someone else's objects) make no
 // record, or a deleted backend's last events would bring it back.
 func TestWatchesMakeNoRecord(t *testing.T) {
-	var s backendStates
+	var s Store
 	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0",
 		Labels: map[string]string{v1alpha1.BackendLabel: "db"}}}
 	svc := &corev1.Service{ObjectMeta: slice.ObjectMeta}
-	for _, p := range []predicate.Predicate{s.notEchoes(kindService), s.notEchoes(kindEndpointSlice), s.watchSliceDeletes()} {
+	for _, p := range []predicate.Predicate{s.NotEchoes(Service), s.NotEchoes(EndpointSlice), s.SliceDeletes()} {
 		for _, o := range []client.Object{svc, slice} {
 			p.Create(event.CreateEvent{Object: o})
 			p.Update(event.UpdateEvent{ObjectOld: o, ObjectNew: o})
 			p.Delete(event.DeleteEvent{Object: o})
 		}
 	}
-	if len(s.m) != 0 {
-		t.Errorf("the watches made %d record(s)", len(s.m))
+	if n := s.records.Len(); n != 0 {
+		t.Errorf("the watches made %d record(s)", n)
 	}
 }

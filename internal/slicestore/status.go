@@ -1,4 +1,4 @@
-package externalbackend
+package slicestore
 
 import (
 	"context"
@@ -6,10 +6,10 @@ import (
 	"hash/fnv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
-	"github.com/backendslice/backendslice/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/backendslice/backendslice/api/v1alpha1"
 )
 
 // statusSeen is a backend's status as this process last wrote or read it
@@ -41,33 +41,40 @@ func statusDigest(st *v1alpha1.ExternalBackendStatus) uint64 {
 	return h.Sum64()
 }
 
-// load reads the backend from the cache, or past it when the cache may
+// SawStatus records xb's status as this process wrote it or read it past
+// the cache.
+func (s *Store) SawStatus(xb *v1alpha1.ExternalBackend) {
+	seen := seenStatus(xb)
+	s.update(client.ObjectKeyFromObject(xb), func(b *record) { b.status = seen })
+}
+
+// Backend reads the backend from the cache, or past it when the cache may
 // not show our own last status patch yet: status is patched as a diff
 // from what was read, and a diff from an older status would leave fields
 // of the newer one (a drain that ended) in place, with nothing to trigger
 // another pass (status changes do not). A cached copy at another version
 // that shows the status we last wrote (the spec was edited since) is as
 // good as a live read, and costs none.
-func (r *Reconciler) load(ctx context.Context, key types.NamespacedName) (*v1alpha1.ExternalBackend, error) {
+func (s *Store) Backend(ctx context.Context, key types.NamespacedName) (*v1alpha1.ExternalBackend, error) {
 	xb := &v1alpha1.ExternalBackend{}
-	if err := r.Get(ctx, key, xb); err != nil {
+	if err := s.cache.Get(ctx, key, xb); err != nil {
 		return nil, err
 	}
 	var written *statusSeen
-	r.state.lookup(key, func(b *backendState) { written = b.status })
+	s.lookup(key, func(b *record) { written = b.status })
 	if written == nil || written.shownBy(xb) {
 		return xb, nil
 	}
 	// A list of one by name, not a get: the controller's role lists and
 	// watches ExternalBackends, and needs no more for this.
 	var live v1alpha1.ExternalBackendList
-	if err := r.APIReader.List(ctx, &live, client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name}); err != nil {
+	if err := s.live.List(ctx, &live, client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name}); err != nil {
 		return nil, err
 	}
 	if len(live.Items) == 0 {
 		return nil, apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("externalbackends").GroupResource(), key.Name)
 	}
 	xb = &live.Items[0]
-	r.state.update(key, func(b *backendState) { b.status = seenStatus(xb) })
+	s.SawStatus(xb)
 	return xb, nil
 }

@@ -1,4 +1,4 @@
-package externalbackend
+package slicestore
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,7 +18,7 @@ import (
 // server then sends this process a few hundred bytes per slice write instead
 // of the whole slice, every endpoint of it, for each write we make. What the
 // metadata does not show (address type, endpoints, ports) is what we wrote:
-// this process keeps it per slice, for the generation the write gave the
+// the store keeps it per slice, for the generation the write gave the
 // slice, and reads a slice past the cache only when it does not know the
 // content of the generation the cache shows (after a restart, or when
 // someone else changed the slice). The API server bumps a slice's generation
@@ -27,27 +26,27 @@ import (
 // whose cached generation is the one we keep the content of holds what we
 // keep; its labels, annotations and owners come from the cache.
 
-// sliceGVK is the kind the metadata-only cache is asked for.
-var sliceGVK = discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice")
+// SliceGVK is the kind the metadata-only cache is asked for.
+var SliceGVK = discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice")
 
-// sliceMeta is an empty metadata-only EndpointSlice, of the kind the cache
+// SliceMeta is an empty metadata-only EndpointSlice, of the kind the cache
 // and the watch take.
-func sliceMeta() *metav1.PartialObjectMetadata {
+func SliceMeta() *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(sliceGVK)
+	m.SetGroupVersionKind(SliceGVK)
 	return m
 }
 
-// sliceMetaList is an empty list of metadata-only EndpointSlices.
-func sliceMetaList() *metav1.PartialObjectMetadataList {
+// SliceMetaList is an empty list of metadata-only EndpointSlices.
+func SliceMetaList() *metav1.PartialObjectMetadataList {
 	l := &metav1.PartialObjectMetadataList{}
 	l.SetGroupVersionKind(discoveryv1.SchemeGroupVersion.WithKind("EndpointSliceList"))
 	return l
 }
 
-// sliceContent is what the metadata of one of our slices does not show, as
-// the slice held it at one generation.
-type sliceContent struct {
+// content is what the metadata of one of our slices does not show, as the
+// slice held it at one generation.
+type content struct {
 	uid         types.UID
 	generation  int64
 	addressType discoveryv1.AddressType
@@ -56,19 +55,19 @@ type sliceContent struct {
 }
 
 // contentOf copies what s's metadata does not show.
-func contentOf(s *discoveryv1.EndpointSlice) sliceContent {
+func contentOf(s *discoveryv1.EndpointSlice) content {
 	endpoints, ports := copyContent(s.Endpoints, s.Ports)
-	return sliceContent{uid: s.UID, generation: s.Generation, addressType: s.AddressType, endpoints: endpoints, ports: ports}
+	return content{uid: s.UID, generation: s.Generation, addressType: s.AddressType, endpoints: endpoints, ports: ports}
 }
 
 // of tells whether the content is that of the slice m is the metadata of.
-func (c sliceContent) of(m *metav1.PartialObjectMetadata) bool {
+func (c content) of(m *metav1.PartialObjectMetadata) bool {
 	return c.uid == m.UID && c.generation == m.Generation
 }
 
 // slice is the whole slice: m's metadata with a copy of the content, which
 // the planner may change.
-func (c sliceContent) slice(m *metav1.PartialObjectMetadata) discoveryv1.EndpointSlice {
+func (c content) slice(m *metav1.PartialObjectMetadata) discoveryv1.EndpointSlice {
 	s := discoveryv1.EndpointSlice{ObjectMeta: *m.ObjectMeta.DeepCopy(), AddressType: c.addressType}
 	s.Endpoints, s.Ports = copyContent(c.endpoints, c.ports)
 	return s
@@ -82,16 +81,16 @@ func copyContent(endpoints []discoveryv1.Endpoint, ports []discoveryv1.EndpointP
 
 // keepContent records the content of slices as they are now (written by us,
 // or read past the cache), in the record of the backend their label names.
-func (s *backendStates) keepContent(slices ...*discoveryv1.EndpointSlice) {
+func (s *Store) keepContent(slices ...*discoveryv1.EndpointSlice) {
 	for _, sl := range slices {
-		key, ok := backendKey(sl)
+		key, ok := BackendKey(sl)
 		if !ok {
 			continue
 		}
 		c := contentOf(sl)
-		s.update(key, func(b *backendState) {
+		s.update(key, func(b *record) {
 			if b.contents == nil {
-				b.contents = map[string]sliceContent{}
+				b.contents = map[string]content{}
 			}
 			b.contents[sl.Name] = c
 		})
@@ -100,9 +99,9 @@ func (s *backendStates) keepContent(slices ...*discoveryv1.EndpointSlice) {
 
 // forgetContent drops what is kept of a slice that is gone: o is the slice
 // as deleted (by us or by anyone).
-func (s *backendStates) forgetContent(o client.Object) {
-	if key, ok := backendKey(o); ok {
-		s.lookup(key, func(b *backendState) {
+func (s *Store) forgetContent(o client.Object) {
+	if key, ok := BackendKey(o); ok {
+		s.lookup(key, func(b *record) {
 			if c, ok := b.contents[o.GetName()]; ok && c.uid == o.GetUID() {
 				delete(b.contents, o.GetName())
 			}
@@ -110,19 +109,19 @@ func (s *backendStates) forgetContent(o client.Object) {
 	}
 }
 
-// withContent gives the whole slices of backend key whose metadata the
-// cache shows, taking their content from what this process keeps, and
+// Slices gives the whole slices of backend key whose metadata the cache
+// shows (metas), taking their content from what the store keeps, and
 // reading past the cache (one list of the backend's slices) those whose
 // content at the cached generation it does not know. A slice the live list
 // shows newer than the cache is taken as listed; one the live list no
-// longer has is left out (it is gone).
-func (r *Reconciler) withContent(ctx context.Context, key types.NamespacedName, metas []metav1.PartialObjectMetadata) ([]discoveryv1.EndpointSlice, error) {
+// longer has is left out (it is gone). The error is that of the list.
+func (s *Store) Slices(ctx context.Context, key types.NamespacedName, metas []metav1.PartialObjectMetadata) ([]discoveryv1.EndpointSlice, error) {
 	// Asked before the content is looked at: priming may end in between.
-	primed := r.primed.tried()
+	primed := s.primed.tried()
 	out := make([]discoveryv1.EndpointSlice, 0, len(metas))
 	var missing []int
-	// A backend this process keeps no record of (none yet) misses them all.
-	r.state.update(key, func(b *backendState) {
+	// A backend the store keeps no record of (none yet) misses them all.
+	s.update(key, func(b *record) {
 		for i := range metas {
 			if c, ok := b.contents[metas[i].Name]; ok && c.of(&metas[i]) {
 				out = append(out, c.slice(&metas[i]))
@@ -138,12 +137,12 @@ func (r *Reconciler) withContent(ctx context.Context, key types.NamespacedName, 
 		// The first looks after a start: the content of every slice of
 		// ours is read at once (or was, while this one waited) rather
 		// than in a list per backend.
-		r.primed.try(ctx, r.primeContents)
-		return r.withContent(ctx, key, metas)
+		s.primed.try(ctx, s.primeContents)
+		return s.Slices(ctx, key, metas)
 	}
 	var live discoveryv1.EndpointSliceList
-	if err := r.APIReader.List(ctx, &live, client.InNamespace(key.Namespace), client.MatchingLabels{v1alpha1.BackendLabel: key.Name}); err != nil {
-		return nil, readFailed("reading the EndpointSlices of this backend past the cache", err)
+	if err := s.live.List(ctx, &live, client.InNamespace(key.Namespace), client.MatchingLabels{v1alpha1.BackendLabel: key.Name}); err != nil {
+		return nil, err
 	}
 	byUID := make(map[types.UID]*discoveryv1.EndpointSlice, len(live.Items))
 	for i := range live.Items {
@@ -151,35 +150,11 @@ func (r *Reconciler) withContent(ctx context.Context, key types.NamespacedName, 
 	}
 	for _, i := range missing {
 		if l, ok := byUID[metas[i].UID]; ok {
-			r.state.keepContent(l)
+			s.keepContent(l)
 			out = append(out, *l)
 		}
 	}
 	return out, nil
-}
-
-// sliceEcho tells whether seen, a slice's metadata as a watch shows it, is
-// what our last write of it (last) left. The labels, annotations and owners
-// must be ours; the generation, which the API server bumps on any other
-// change, must be the one our write gave it. Before the write returns, that
-// generation is not known yet: an update made with the resourceVersion it
-// read leaves the slice at that generation or the next (the next when it
-// changed anything but annotations or owners), a create at 1.
-func sliceEcho(seen client.Object, last lastWrite) bool {
-	wrote, ok := last.obj.(*discoveryv1.EndpointSlice)
-	if !ok || !equality.Semantic.DeepEqual(seen.GetLabels(), wrote.Labels) ||
-		!equality.Semantic.DeepEqual(seen.GetAnnotations(), wrote.Annotations) ||
-		!equality.Semantic.DeepEqual(seen.GetOwnerReferences(), wrote.OwnerReferences) {
-		return false
-	}
-	switch g := seen.GetGeneration(); {
-	case last.returned:
-		return seen.GetUID() == last.uid && g == last.generation
-	case wrote.UID == "":
-		return g == 1
-	default:
-		return seen.GetUID() == wrote.UID && (g == wrote.Generation || g == wrote.Generation+1)
-	}
 }
 
 // primer runs a function once, for the callers that come first, which
@@ -214,10 +189,10 @@ const primeListPage = 500
 // rather than in one list per backend.
 //
 // Only the slices of backends the cache shows are kept: a record made for
-// a backend already gone would never be released.
-func (r *Reconciler) primeContents(ctx context.Context) error {
+// a backend already gone would never be forgotten.
+func (s *Store) primeContents(ctx context.Context) error {
 	var backends v1alpha1.ExternalBackendList
-	if err := r.List(ctx, &backends, client.UnsafeDisableDeepCopy); err != nil {
+	if err := s.cache.List(ctx, &backends, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	exists := make(map[types.NamespacedName]bool, len(backends.Items))
@@ -227,12 +202,12 @@ func (r *Reconciler) primeContents(ctx context.Context) error {
 	opts := []client.ListOption{client.HasLabels{v1alpha1.BackendLabel}, client.Limit(primeListPage)}
 	for cont := ""; ; {
 		var page discoveryv1.EndpointSliceList
-		if err := r.APIReader.List(ctx, &page, append(opts, client.Continue(cont))...); err != nil {
+		if err := s.live.List(ctx, &page, append(opts, client.Continue(cont))...); err != nil {
 			return err
 		}
 		for i := range page.Items {
-			if key, ok := backendKey(&page.Items[i]); ok && exists[key] {
-				r.state.keepContent(&page.Items[i])
+			if key, ok := BackendKey(&page.Items[i]); ok && exists[key] {
+				s.keepContent(&page.Items[i])
 			}
 		}
 		if cont = page.Continue; cont == "" {
