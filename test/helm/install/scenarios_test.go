@@ -315,12 +315,15 @@ func checkCore(t *testing.T, xb *v1alpha1.ExternalBackend) {
 	if cur.Status.Endpoints.Total != 3 || cur.Status.Slices != 2 {
 		t.Errorf("status counts %d endpoints in %d slices, want 3 in 2", cur.Status.Endpoints.Total, cur.Status.Slices)
 	}
-	// Nothing went wrong, so nothing is worth an event (each would be one
-	// more API write per new backend). The recorder writes in the
-	// background: give it a moment to show one.
+	// Nothing went wrong: the first publication is told, once, and nothing
+	// else. The recorder writes in the background: give it a moment to
+	// show more.
+	framework.WaitEvent(t, xb, corev1.EventTypeNormal, v1alpha1.ReasonPublished)
 	time.Sleep(time.Second)
 	for _, e := range events(t, xb) {
-		t.Errorf("event %s/%s about a backend that was Ready at once: %s", e.Type, e.Reason, e.Note)
+		if e.Type != corev1.EventTypeNormal || e.Reason != v1alpha1.ReasonPublished || e.Series != nil {
+			t.Errorf("event %s/%s (series %+v) about a backend that was Ready at once: %s; want Published, once", e.Type, e.Reason, e.Series, e.Note)
+		}
 	}
 }
 
