@@ -652,6 +652,23 @@ func TestSchemaRejects(t *testing.T) {
 		{"runbook URL with an anchor", "prometheusRule: {runbookURL: https://wiki.example.com/runbook#top}", []string{"/prometheusRule/runbookURL", "does not match pattern"}},
 		{"extra rule without expr", "prometheusRule: {extraRules: [{alert: Mine}]}", []string{"/prometheusRule/extraRules/0", "expr"}},
 		{"rules namespace in capitals", "prometheusRule: {namespace: Monitoring}", []string{"/prometheusRule/namespace", "does not match pattern"}},
+		{"unknown DNS policy", "dnsPolicy: ClusterLast", []string{"/dnsPolicy", "ClusterFirst"}},
+		{"a nameserver as a string", "dnsConfig: {nameservers: 192.0.2.53}", []string{"/dnsConfig/nameservers", "want array"}},
+		{"a DNS option without a name", `dnsConfig: {options: [{value: "1"}]}`, []string{"/dnsConfig/options/0", "name"}},
+		{"misspelt dnsConfig field", "dnsConfig: {nameserver: [192.0.2.53]}", []string{"/dnsConfig", "nameserver"}},
+		{"a host alias without an address", "hostAliases: [{hostnames: [proxy]}]", []string{"/hostAliases/0", "ip"}},
+		{"host alias names as a string", "hostAliases: [{ip: 10.0.0.1, hostnames: proxy}]", []string{"/hostAliases/0/hostnames", "want array"}},
+		{"a negative revision history", "revisionHistoryLimit: -1", []string{"/revisionHistoryLimit", "minimum"}},
+		{"revision history as a string", `revisionHistoryLimit: "3"`, []string{"/revisionHistoryLimit", "want integer"}},
+		{"a common label value as a number", "commonLabels: {cost-centre: 4711}", []string{"/commonLabels/cost-centre", "want string"}},
+		{"a common label key with a space", `commonLabels: {"my team": x}`, []string{"invalid propertyName 'my team'"}},
+		{"commonLabels as a list", "commonLabels: [team]", []string{"/commonLabels", "want object"}},
+		{"probe period as a string", `livenessProbe: {periodSeconds: "10"}`, []string{"/livenessProbe/periodSeconds", "want integer"}},
+		{"a probe that never fails", "readinessProbe: {failureThreshold: 0}", []string{"/readinessProbe/failureThreshold", "minimum"}},
+		{"misspelt probe field", "livenessProbe: {periodSecond: 10}", []string{"/livenessProbe", "periodSecond"}},
+		{"probe path without a slash", "readinessProbe: {httpGet: {path: readyz}}", []string{"/readinessProbe/httpGet/path", "does not match pattern"}},
+		{"an extra object as a number", "extraObjects: [42]", []string{"/extraObjects/0"}},
+		{"extraObjects as a map", "extraObjects: {cm: {kind: ConfigMap}}", []string{"/extraObjects", "want array"}},
 	}
 	ch := load(t)
 	for _, c := range cases {
@@ -687,6 +704,7 @@ func TestTemplateRejects(t *testing.T) {
 		{"one port for metrics and probes", "metrics: {port: 9000}\nhealthPort: 9000", "metrics.port and healthPort are both 9000"},
 		{"ServiceMonitor without the Service", "metrics: {service: {enabled: false}, serviceMonitor: {enabled: true}}", "metrics.serviceMonitor.enabled needs metrics.service.enabled"},
 		{"existing ServiceAccount without a name", "serviceAccount: {create: false}", "serviceAccount.name is required"},
+		{"dnsPolicy None without nameservers", "dnsPolicy: None\ndnsConfig: {searches: [corp.example]}", "dnsPolicy None takes the Pod's resolvers from dnsConfig alone"},
 	}
 	ch := load(t)
 	for _, c := range cases {

@@ -316,3 +316,192 @@ func TestPodMonitor(t *testing.T) {
 		t.Errorf("a PodMonitor and a ServiceMonitor: got %v", err)
 	}
 }
+
+// TestCommonLabels renders every object the chart has (the optional ones
+// on) with commonLabels, one of which tries to replace a chart label and
+// one an object's own: every object carries them, the Pods too; the
+// chart's own labels, an object's own (a ServiceMonitor's, a tenant role's
+// aggregation labels) and podLabels win; the selectors stay the chart's;
+// no object carries a key twice; extraObjects carry only their own.
+func TestCommonLabels(t *testing.T) {
+	const common = `commonLabels: {team: platform, release: common, app.kubernetes.io/name: other}
+podLabels: {team: pods}
+podDisruptionBudget: {enabled: true}
+networkPolicy: {enabled: true, apiServer: {cidrs: [10.0.0.10/32]}}
+prometheusRule: {enabled: true, labels: {release: prometheus}}
+dashboards: {enabled: true}
+extraObjects: [{apiVersion: v1, kind: ConfigMap, metadata: {name: mine}}]
+`
+	for name, monitor := range map[string]string{
+		"ServiceMonitor": "metrics: {serviceMonitor: {enabled: true, labels: {release: prometheus}}}",
+		"PodMonitor":     "metrics: {podMonitor: {enabled: true, labels: {release: prometheus}}}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			values := common + monitor
+			var vals map[string]any
+			if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			manifest, _, err := helmtest.Render(load(t), vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range helmtest.Documents(manifest) {
+				var strict map[string]any
+				if err := yaml.UnmarshalStrict([]byte(d), &strict); err != nil {
+					t.Errorf("%s: %v", firstLineOf(d), err)
+				}
+			}
+			objs, err := helmtest.Objects(manifest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds := map[string]bool{}
+			for _, o := range objs {
+				kinds[o.GetKind()] = true
+				l := o.GetLabels()
+				if o.GetName() == "mine" {
+					if len(l) != 0 {
+						t.Errorf("extra object %s has labels %v, want its own (none)", o.GetName(), l)
+					}
+					continue
+				}
+				wantRelease := "common"
+				if o.GetKind() == name || o.GetKind() == "PrometheusRule" {
+					wantRelease = "prometheus"
+				}
+				if l["team"] != "platform" || l["release"] != wantRelease || l["app.kubernetes.io/name"] != "backendslice" {
+					t.Errorf("%s %s labels %v: want team=platform, release=%s and the chart's name", o.GetKind(), o.GetName(), l, wantRelease)
+				}
+				if strings.HasSuffix(o.GetName(), "-edit") && l["rbac.authorization.k8s.io/aggregate-to-edit"] != "true" {
+					t.Errorf("%s %s labels %v: the aggregation labels are gone", o.GetKind(), o.GetName(), l)
+				}
+			}
+			for _, kind := range []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount",
+				"Service", "Deployment", "PodDisruptionBudget", "NetworkPolicy", "PrometheusRule", "ConfigMap", name} {
+				if !kinds[kind] {
+					t.Errorf("no %s rendered: the test does not see every kind", kind)
+				}
+			}
+			var d appsv1.Deployment
+			typed(t, objs, "Deployment", &d)
+			pod := d.Spec.Template.Labels
+			if pod["team"] != "pods" || pod["release"] != "common" || pod["app.kubernetes.io/name"] != "backendslice" {
+				t.Errorf("Pod labels %v: want podLabels' team, commonLabels' release and the chart's name", pod)
+			}
+			if sel := d.Spec.Selector.MatchLabels; len(sel) != 3 || sel["app.kubernetes.io/name"] != "backendslice" {
+				t.Errorf("selector %v: want the chart's three labels alone", sel)
+			}
+		})
+	}
+}
+
+// firstLineOf is the first line of a document, to name it in messages.
+func firstLineOf(d string) string {
+	line, _, _ := strings.Cut(d, "\n")
+	return line
+}
+
+// TestPodDNSAndHosts: no DNS settings or host aliases by default; set,
+// the Pod has them as written.
+func TestPodDNSAndHosts(t *testing.T) {
+	pod := deployment(t, "").Spec.Template.Spec
+	if pod.DNSPolicy != "" || pod.DNSConfig != nil || pod.HostAliases != nil {
+		t.Errorf("defaults: dnsPolicy %q, dnsConfig %+v, hostAliases %v, want none", pod.DNSPolicy, pod.DNSConfig, pod.HostAliases)
+	}
+	pod = deployment(t, `dnsPolicy: None
+dnsConfig: {nameservers: [192.0.2.53], searches: [corp.example], options: [{name: ndots, value: "1"}, {name: edns0}]}
+hostAliases: [{ip: 10.40.0.5, hostnames: [proxy.corp.example, proxy]}]`).Spec.Template.Spec
+	wantDNS := &corev1.PodDNSConfig{Nameservers: []string{"192.0.2.53"}, Searches: []string{"corp.example"},
+		Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("1")}, {Name: "edns0"}}}
+	if pod.DNSPolicy != corev1.DNSNone || !reflect.DeepEqual(pod.DNSConfig, wantDNS) {
+		t.Errorf("dnsPolicy %q, dnsConfig %+v, want None and %+v", pod.DNSPolicy, pod.DNSConfig, wantDNS)
+	}
+	if want := []corev1.HostAlias{{IP: "10.40.0.5", Hostnames: []string{"proxy.corp.example", "proxy"}}}; !reflect.DeepEqual(pod.HostAliases, want) {
+		t.Errorf("hostAliases %v, want %v", pod.HostAliases, want)
+	}
+}
+
+// TestRevisionHistoryLimit: Kubernetes' 10 by default, and what the
+// value says, 0 included.
+func TestRevisionHistoryLimit(t *testing.T) {
+	for values, want := range map[string]int32{"": 10, "revisionHistoryLimit: 3": 3, "revisionHistoryLimit: 0": 0} {
+		if got := deployment(t, values).Spec.RevisionHistoryLimit; got == nil || *got != want {
+			t.Errorf("values %q: revisionHistoryLimit %v, want %d", values, got, want)
+		}
+	}
+}
+
+// TestProbeOverrides: the probes default to the chart's; a field set is
+// merged over them, the others kept; null drops one, so that another
+// handler can replace httpGet; each probe is set apart from the other.
+func TestProbeOverrides(t *testing.T) {
+	httpGet := func(path string) corev1.ProbeHandler {
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("health")}}
+	}
+	liveness := corev1.Probe{ProbeHandler: httpGet("/healthz"), InitialDelaySeconds: 15, PeriodSeconds: 20}
+	readiness := corev1.Probe{ProbeHandler: httpGet("/readyz"), InitialDelaySeconds: 5, PeriodSeconds: 10}
+	with := func(p corev1.Probe, change func(*corev1.Probe)) corev1.Probe { change(&p); return p }
+	cases := []struct {
+		name, values        string
+		liveness, readiness corev1.Probe
+	}{
+		{"defaults", "", liveness, readiness},
+		{"fields merged over the defaults", "livenessProbe: {periodSeconds: 10, failureThreshold: 6, timeoutSeconds: 3}",
+			with(liveness, func(p *corev1.Probe) { p.PeriodSeconds, p.FailureThreshold, p.TimeoutSeconds = 10, 6, 3 }), readiness},
+		{"a field dropped", "readinessProbe: {initialDelaySeconds: null}",
+			liveness, with(readiness, func(p *corev1.Probe) { p.InitialDelaySeconds = 0 })},
+		{"another handler", "livenessProbe: {httpGet: null, tcpSocket: {port: health}}\nreadinessProbe: {httpGet: {path: /readyz/informers-synced}}",
+			with(liveness, func(p *corev1.Probe) {
+				p.ProbeHandler = corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("health")}}
+			}), with(readiness, func(p *corev1.Probe) { p.ProbeHandler = httpGet("/readyz/informers-synced") })},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctr := deployment(t, c.values).Spec.Template.Spec.Containers[0]
+			if ctr.LivenessProbe == nil || !reflect.DeepEqual(*ctr.LivenessProbe, c.liveness) {
+				t.Errorf("liveness probe %+v, want %+v", ctr.LivenessProbe, c.liveness)
+			}
+			if ctr.ReadinessProbe == nil || !reflect.DeepEqual(*ctr.ReadinessProbe, c.readiness) {
+				t.Errorf("readiness probe %+v, want %+v", ctr.ReadinessProbe, c.readiness)
+			}
+		})
+	}
+}
+
+// TestExtraObjects: none by default; a map and a string are both rendered
+// as templates with the chart's context (its release, its helpers).
+func TestExtraObjects(t *testing.T) {
+	manifest, _, err := helmtest.Render(load(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(manifest, "templates/extra-objects.yaml") {
+		t.Error("extra-objects.yaml renders an object by default")
+	}
+	objs := renderYAML(t, `extraObjects:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: '{{ include "backendslice.fullname" . }}-extra', namespace: '{{ .Release.Namespace }}'}
+    data: {release: '{{ .Release.Name }}'}
+  - |
+    apiVersion: v1
+    kind: Secret
+    metadata:
+      name: consul-eu-token
+      namespace: {{ .Release.Namespace }}
+      labels:
+        {{- include "backendslice.labels" . | nindent 8 }}
+    stringData:
+      token: from-a-vault`)
+	var cm corev1.ConfigMap
+	typed(t, objs, "ConfigMap", &cm)
+	if cm.Name != "backendslice-extra" || cm.Namespace != helmtest.Namespace || cm.Data["release"] != helmtest.ReleaseName {
+		t.Errorf("ConfigMap %s/%s data %v: its templates are not rendered", cm.Namespace, cm.Name, cm.Data)
+	}
+	var s corev1.Secret
+	typed(t, objs, "Secret", &s)
+	if s.Name != "consul-eu-token" || s.Namespace != helmtest.Namespace || s.Labels["app.kubernetes.io/instance"] != helmtest.ReleaseName || s.StringData["token"] != "from-a-vault" {
+		t.Errorf("Secret %s/%s labels %v: its template is not rendered", s.Namespace, s.Name, s.Labels)
+	}
+}

@@ -18,12 +18,43 @@ unless it already contains it. Names every object of the release. */}}
 {{- end }}
 {{- end }}
 
-{{/* Labels of every object. */}}
+{{/* Labels of every object: the chart's own, then commonLabels. */}}
 {{- define "backendslice.labels" -}}
+{{- include "backendslice.joinLabels" (dict "base" (include "backendslice.ownLabels" .) "common" .Values.commonLabels) }}
+{{- end }}
+
+{{/* The chart's own labels, which commonLabels and an object's own labels
+cannot replace: the selectors and Helm's bookkeeping depend on them. */}}
+{{- define "backendslice.ownLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{ include "backendslice.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The labels of an object with labels of its own (a ServiceMonitor's,
+the aggregation labels of a tenant role): the chart's own, then extra and
+commonLabels. Takes a dict of root (the chart's context) and extra. */}}
+{{- define "backendslice.labelsWith" -}}
+{{- include "backendslice.joinLabels" (dict "base" (include "backendslice.ownLabels" .root) "extra" .extra "common" .root.Values.commonLabels) }}
+{{- end }}
+
+{{/* Labels as YAML lines: base (YAML lines), which nothing replaces, then
+extra and common, extra winning where both set a key; each key is written
+once, so that no object carries a key twice. Takes a dict of base, extra
+and common. */}}
+{{- define "backendslice.joinLabels" -}}
+{{- $base := .base | fromYaml }}
+{{- $more := dict }}
+{{- range $k, $v := merge (dict) (.extra | default dict) (.common | default dict) }}
+{{- if and (not (hasKey $base $k)) (not (kindIs "invalid" $v)) }}
+{{- $_ := set $more $k $v }}
+{{- end }}
+{{- end }}
+{{- .base }}
+{{- with $more }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* Labels that select the controller Pods. */}}
