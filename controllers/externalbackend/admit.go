@@ -38,14 +38,14 @@ type sourceAdmission struct {
 // what, from the cache: the BackendProviders, the namespace's labels and
 // the Secrets in the controller's namespace. It makes no provider call.
 func (r *Reconciler) admit(ctx context.Context, xb *v1alpha1.ExternalBackend) ([]sourceAdmission, error) {
-	gates := make([]sourceAdmission, len(xb.Spec.Sources))
+	admissions := make([]sourceAdmission, len(xb.Spec.Sources))
 	// The registry's table of kinds decides and connects, so that a source
 	// is admitted by the kind it is resolved as.
 	kinds := r.Providers.Kinds()
 	var ns *tenancy.Namespace
 	for i, src := range xb.Spec.Sources {
 		if src.ProviderRef == nil {
-			gates[i].refused = tenancy.Unreferenced(src, r.Config.AllowSourcesWithoutProvider)
+			admissions[i].refused = tenancy.Unreferenced(src, r.Config.AllowSourcesWithoutProvider)
 			continue
 		}
 		if ns == nil {
@@ -62,12 +62,12 @@ func (r *Reconciler) admit(ctx context.Context, xb *v1alpha1.ExternalBackend) ([
 		case err != nil:
 			return nil, readFailed("reading BackendProvider "+src.ProviderRef.Name, err)
 		}
-		if gates[i].refused = tenancy.Admit(kinds, bp, *ns, src); gates[i].refused != nil {
+		if admissions[i].refused = tenancy.Admit(kinds, bp, *ns, src); admissions[i].refused != nil {
 			continue
 		}
-		gates[i].allowed, gates[i].restricted = tenancy.AllowedPrefixes(bp)
-		gates[i].probes = tenancy.GrantOf(bp)
-		gates[i].conn, gates[i].unusable = kinds.Connect(ctx, bp, r.connections)
+		admissions[i].allowed, admissions[i].restricted = tenancy.AllowedPrefixes(bp)
+		admissions[i].probes = tenancy.GrantOf(bp)
+		admissions[i].conn, admissions[i].unusable = kinds.Connect(ctx, bp, r.connections)
 	}
-	return gates, nil
+	return admissions, nil
 }

@@ -89,7 +89,7 @@ func (r *Reconciler) completeAdoption(ctx context.Context, xb *v1alpha1.External
 		a.done = true
 		return a, nil
 	}
-	carried := readyEndpoints(pub.endpoints)
+	carried := readyEndpoints(pub.Endpoints)
 	var list discoveryv1.EndpointSliceList
 	if err := r.APIReader.List(ctx, &list, client.InNamespace(svc.Namespace),
 		client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/backendslice/backendslice/internal/coalesce"
+	"github.com/backendslice/backendslice/internal/decide"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/internal/sliceplan"
 )
@@ -81,6 +82,18 @@ type Config struct {
 	// words otherwise), all backends together; 0: no bound. They always
 	// wait behind every change (see catchup.go).
 	StatusCatchUpRate float64
+}
+
+// decision is the configuration the decision reads (internal/decide).
+func (c Config) decision() decide.Config {
+	return decide.Config{
+		DeniedPrefixes:         c.DeniedPrefixes,
+		DeniedNames:            c.DeniedNames,
+		ClusterDomain:          c.ClusterDomain,
+		DefaultDrainPeriod:     c.DefaultDrainPeriod,
+		MaxEndpointsPerBackend: c.MaxEndpointsPerBackend,
+		Coalesce:               c.Coalesce,
+	}
 }
 
 // DefaultChurn is churn-aware placement as the controller runs it unless

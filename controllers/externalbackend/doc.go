@@ -5,7 +5,7 @@
 //	admit.go        which sources may publish, and through which connection
 //	resolve.go      ask the admitted sources' providers, hold failing ones
 //	observe.go      read the Service and our slices from the cache
-//	publication.go  normalise, drain, probe and coalesce: what to publish
+//	publication.go  what to publish: the pure decision (internal/decide), probed
 //	service.go      write the selectorless Service
 //	slices.go       plan and write the EndpointSlices
 //	status.go       patch status once, from the pure summary in summarize.go

@@ -169,12 +169,12 @@ func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) pas
 		return pass
 	}
 	pass.served = seen.served
-	pub := r.publication(ctx, xb, res, seen)
+	pub, next := r.publication(ctx, xb, res, seen)
 	pass.publication = pub
-	if pub.limit != "" {
-		pass.limits = append(pass.limits, pub.limit)
+	if pub.Limit != "" {
+		pass.limits = append(pass.limits, pub.Limit)
 	}
-	pass.requeueAfter = earliest(pass.requeueAfter, pub.requeueAfter)
+	pass.requeueAfter = earliest(pass.requeueAfter, pub.RequeueAfter)
 	svc, created, err := r.ensureService(ctx, xb, pub, seen.service)
 	if err != nil {
 		pass.syncErr = err
@@ -182,14 +182,18 @@ func (r *Reconciler) sync(ctx context.Context, xb *v1alpha1.ExternalBackend) pas
 	}
 	var bound sliceBound
 	pass.slices, bound, pass.syncErr = r.syncSlices(ctx, xb, svc, created, pub, seen)
+	if pass.syncErr == nil {
+		// Published: the decision's memory (drains, the window) holds.
+		r.state.remember(client.ObjectKeyFromObject(xb), next)
+	}
 	// What the slices hold, for status and adoption: the bound on slices
 	// may have left some endpoints out.
-	pub.endpoints = without(pub.endpoints, bound.leftOut)
-	pass.endpoints = pub.endpoints
+	pub.Endpoints = without(pub.Endpoints, bound.leftOut)
+	pass.Endpoints = pub.Endpoints
 	if pass.syncErr == nil {
 		pass.adoption, pass.syncErr = r.completeAdoption(ctx, xb, svc, pub)
 	}
-	if l := r.maxPerSlice(xb).limit; l != "" {
+	if l := r.Config.maxPerSlice(xb).limit; l != "" {
 		pass.limits = append(pass.limits, l)
 	}
 	pass.limits = append(pass.limits, bound.limits...)

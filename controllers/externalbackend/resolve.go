@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"hash/fnv"
-	"net/netip"
-	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/decide"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/providers"
 )
@@ -62,23 +61,13 @@ type resolved struct {
 	fates map[string]fate
 }
 
-// mayPublish tells whether some source that admission lets publish may
-// publish e: one without allowedCIDRs, or one whose allowedCIDRs hold it.
-// What none may publish leaves at once, whatever published it before:
-// the answer of a revoked source is not remembered after a restart, and
-// an endpoint already draining is in no answer.
-func (res resolved) mayPublish(e publish.Endpoint) bool {
-	addr, err := netip.ParseAddr(e.Address)
-	for _, adm := range res.admissions {
-		switch {
-		case adm.refused != nil:
-		case !adm.restricted:
-			return true
-		case err == nil && slices.ContainsFunc(adm.allowed, func(p netip.Prefix) bool { return p.Contains(addr) }):
-			return true
-		}
+// sources is what the sources said, as the decision reads it.
+func (res resolved) sources() decide.Sources {
+	grants := make([]decide.Grant, len(res.admissions))
+	for i, adm := range res.admissions {
+		grants[i] = decide.Grant{Refused: adm.refused != nil, Restricted: adm.restricted, Allowed: adm.allowed}
 	}
-	return false
+	return decide.Sources{Results: res.results, Grants: grants, Unknown: res.unknown, Refused: res.refused, Withdrawn: res.withdrawn}
 }
 
 // sourceHash identifies a source's spec. Marshalling a typed struct cannot fail.

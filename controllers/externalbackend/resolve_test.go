@@ -144,7 +144,7 @@ func TestResolveAsksSourcesAtOnce(t *testing.T) {
 	}
 }
 
-// admitted is the gates of a backend whose every source is admitted
+// admitted is the admissions of a backend whose every source is admitted
 // without a connection of its own.
 func admitted(xb *v1alpha1.ExternalBackend) []sourceAdmission {
 	return make([]sourceAdmission, len(xb.Spec.Sources))

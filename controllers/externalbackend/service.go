@@ -250,7 +250,7 @@ func conflictMessage(svc *corev1.Service) string {
 // and whether this pass created it.
 func (r *Reconciler) ensureService(ctx context.Context, xb *v1alpha1.ExternalBackend, pub publication, current *corev1.Service) (svc *corev1.Service, created bool, err error) {
 	name := serviceName(xb)
-	fams := ipFamilies(pub.families, pub.endpoints)
+	fams := ipFamilies(pub.Families, pub.Endpoints)
 	if current == nil {
 		made, err := r.createService(ctx, xb, desiredService(xb, fams))
 		if err != nil || made != nil {
@@ -263,7 +263,7 @@ func (r *Reconciler) ensureService(ctx context.Context, xb *v1alpha1.ExternalBac
 			return nil, false, readFailed("reading Service "+name+" that holds our name", err)
 		}
 	}
-	want := desiredService(xb, keepPrimary(fams, current.Spec.IPFamilies, pub.families))
+	want := desiredService(xb, keepPrimary(fams, current.Spec.IPFamilies, pub.Families))
 	adopting := !ours(current, xb)
 	switch {
 	case adopting && xb.Spec.Service.Adopt == nil:

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/decide"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/internal/sliceplan"
 )
@@ -31,18 +32,18 @@ func sliceLabels(xb *v1alpha1.ExternalBackend, service string) map[string]string
 // planInput is what the slice planner is given for xb's Service svc and
 // publication pub, before the slices already there: the one input that the
 // controller (syncSlices) and Render both plan from.
-func (r *Reconciler) planInput(xb *v1alpha1.ExternalBackend, svc *corev1.Service, pub publication) sliceplan.Input {
+func (c Config) planInput(xb *v1alpha1.ExternalBackend, svc *corev1.Service, pub decide.Publication) sliceplan.Input {
 	return sliceplan.Input{
 		Template: sliceplan.Template{
 			Namespace:   xb.Namespace,
 			ServiceName: svc.Name,
 			Labels:      sliceLabels(xb, svc.Name),
 			Owner:       ownerRef(svc, corev1.SchemeGroupVersion.WithKind("Service")),
-			Annotate:    publish.Annotators(publish.DrainAnnotator(pub.draining), publish.SourceAnnotator(pub.sources)),
+			Annotate:    publish.Annotators(publish.DrainAnnotator(pub.Draining), publish.SourceAnnotator(pub.Sources)),
 		},
-		Desired:              publish.ZoneHints(publish.Groups(pub.endpoints), xb.Spec.Service.TrafficDistribution, xb.Spec.Service.Annotations),
-		MaxEndpointsPerSlice: int(r.maxPerSlice(xb).size),
-		MaxSlices:            r.Config.MaxSlicesPerBackend,
+		Desired:              publish.ZoneHints(publish.Groups(pub.Endpoints), xb.Spec.Service.TrafficDistribution, xb.Spec.Service.Annotations),
+		MaxEndpointsPerSlice: int(c.maxPerSlice(xb).size),
+		MaxSlices:            c.MaxSlicesPerBackend,
 	}
 }
 
@@ -52,7 +53,7 @@ func (r *Reconciler) planInput(xb *v1alpha1.ExternalBackend, svc *corev1.Service
 // after, and what the bound on slices made of the plan. created says this
 // pass created svc.
 func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBackend, svc *corev1.Service, created bool, pub publication, seen observed) (int32, sliceBound, error) {
-	in := r.planInput(xb, svc, pub)
+	in := r.Config.planInput(xb, svc, pub.Publication)
 	in.Existing, in.TakenNames = onlyOwned(seen.slices, svc), seen.taken
 	key := client.ObjectKeyFromObject(xb)
 	history := r.volatility(key, &in)
@@ -101,7 +102,7 @@ func (r *Reconciler) syncSlices(ctx context.Context, xb *v1alpha1.ExternalBacken
 	r.state.update(key, func(b *backendState) { b.churn = history })
 	// No event per sync: it would be a second API write for every slice
 	// write, the very load the planner saves. Status and metrics count them.
-	bound := r.sliceBoundOf(in, plan, r.maxPerSlice(xb).size)
+	bound := r.sliceBoundOf(in, plan, r.Config.maxPerSlice(xb).size)
 	return int32(len(in.Existing) + len(plan.Create) - len(plan.Delete)), bound, nil
 }
 
@@ -223,9 +224,9 @@ type sliceSize struct {
 // namespace's share of the API server. The CRD accepts 1, as upstream's
 // controller does for its operator-set flag; the floor is the platform
 // team's choice.
-func (r *Reconciler) maxPerSlice(xb *v1alpha1.ExternalBackend) sliceSize {
-	n := ptr.Deref(xb.Spec.MaxEndpointsPerSlice, r.Config.MaxEndpointsPerSlice)
-	if floor := r.Config.MinEndpointsPerSlice; n < floor {
+func (c Config) maxPerSlice(xb *v1alpha1.ExternalBackend) sliceSize {
+	n := ptr.Deref(xb.Spec.MaxEndpointsPerSlice, c.MaxEndpointsPerSlice)
+	if floor := c.MinEndpointsPerSlice; n < floor {
 		return sliceSize{size: floor, limit: fmt.Sprintf(
 			"spec.maxEndpointsPerSlice %d is raised to the controller's floor of %d (--min-endpoints-per-slice)", n, floor)}
 	}

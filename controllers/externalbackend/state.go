@@ -5,8 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/internal/coalesce"
+	"github.com/backendslice/backendslice/internal/decide"
 	"github.com/backendslice/backendslice/internal/records"
 	"github.com/backendslice/backendslice/internal/sliceplan"
 )
@@ -21,10 +20,10 @@ import (
 type backendState struct {
 	// answers holds each source's last answer, by source name.
 	answers map[string]lastAnswer
-	// drains holds when each draining endpoint started to drain.
-	drains []v1alpha1.DrainingEndpoint
-	// burst is the coalescing window's state.
-	burst coalesce.State
+	// memory is what the decision remembers: when each draining endpoint
+	// started to drain, and the coalescing window's state. A pass keeps
+	// what it decided only once its writes succeeded (see sync).
+	memory decide.Memory
 	// churn holds the recent changes of the backend's endpoints, for
 	// churn-aware placement. After a restart it is relearned: the slices
 	// keep their volatile marks, and nothing moves until it has.
@@ -49,6 +48,12 @@ func (s *backendStates) update(key types.NamespacedName, f func(*backendState)) 
 // reads what an earlier pass kept.
 func (s *backendStates) lookup(key types.NamespacedName, f func(*backendState)) bool {
 	return s.Lookup(key, f)
+}
+
+// remember keeps mem, the decision's memory of a pass whose writes
+// succeeded, for backend key.
+func (s *backendStates) remember(key types.NamespacedName, mem decide.Memory) {
+	s.update(key, func(b *backendState) { b.memory = mem })
 }
 
 // release drops everything kept for key, a backend that is gone.

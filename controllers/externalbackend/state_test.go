@@ -58,9 +58,9 @@ func TestReleaseLeavesNothing(t *testing.T) {
 	// window lets the first answer through; the Service and slices are
 	// written, status patched, and the Service recreated twice.
 	res := r.resolveSources(ctx, xb, admitted(xb))
-	pub := r.publication(ctx, xb, res, seen)
-	if len(pub.draining) != 1 || pub.held {
-		t.Fatalf("first pass: draining %v, held %t; want 192.0.2.9 draining, nothing held", pub.draining, pub.held)
+	pub, next := r.publication(ctx, xb, res, seen)
+	if len(pub.Draining) != 1 || pub.Held {
+		t.Fatalf("first pass: draining %v, held %t; want 192.0.2.9 draining, nothing held", pub.Draining, pub.Held)
 	}
 	if err := r.create(ctx, svc, kindService); err != nil {
 		t.Fatal(err)
@@ -68,6 +68,7 @@ func TestReleaseLeavesNothing(t *testing.T) {
 	if _, _, err := r.syncSlices(ctx, xb, svc, true, pub, observed{served: both}); err != nil {
 		t.Fatal(err)
 	}
+	r.state.remember(key, next)
 	before := xb.DeepCopy()
 	xb.Status.Slices = 1
 	if err := r.patchStatus(ctx, before, xb, nil); err != nil {
@@ -146,13 +147,13 @@ func TestReleaseLeavesNothing(t *testing.T) {
 	// drains from now, not from the first pass.
 	clock.Step(10 * time.Second)
 	p.err, p.eps = nil, []providers.Endpoint{{Address: "192.0.2.2", Serving: true}}
-	pub = r.publication(ctx, xb, r.resolveSources(ctx, xb, admitted(xb)), seen)
-	if pub.held {
+	pub, _ = r.publication(ctx, xb, r.resolveSources(ctx, xb, admitted(xb)), seen)
+	if pub.Held {
 		t.Error("coalescing: a new answer is held back by the window of the released backend")
 	}
-	i := slices.IndexFunc(pub.draining, func(d v1alpha1.DrainingEndpoint) bool { return d.Address == vanished.Address })
-	if i < 0 || !pub.draining[i].Since.Time.Equal(clock.Now()) {
-		t.Errorf("drains: %v, want %s draining since now (%v)", pub.draining, vanished.Address, clock.Now())
+	i := slices.IndexFunc(pub.Draining, func(d v1alpha1.DrainingEndpoint) bool { return d.Address == vanished.Address })
+	if i < 0 || !pub.Draining[i].Since.Time.Equal(clock.Now()) {
+		t.Errorf("drains: %v, want %s draining since now (%v)", pub.Draining, vanished.Address, clock.Now())
 	}
 }
 

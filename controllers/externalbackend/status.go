@@ -49,10 +49,10 @@ type passResult struct {
 	fates map[string]fate
 }
 
-// writeStatus writes status and events from the report, patches status once
-// (or holds a catch-up), and says when to look again and at which
-// priority: transient failures return an error (retried with backoff),
-// terminal ones wait for a change.
+// writeStatus writes status and events from what the pass found and did
+// (pass), patches status once (or holds a catch-up), and says when to look
+// again and at which priority: transient failures return an error
+// (retried with backoff), terminal ones wait for a change.
 func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.ExternalBackend, pass passResult) (ctrl.Result, error) {
 	wasReady := metav1.ConditionStatus("")
 	if c := meta.FindStatusCondition(before.Status.Conditions, v1alpha1.ConditionReady); c != nil {
@@ -63,12 +63,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.Exter
 	if !xb.Spec.Suspend && pass.specErr == nil {
 		xb.Status.Sources = sourceStatuses(r.kinds(), before.Status.Sources, xb.Spec.Sources, pass.results, r.Clock.Now())
 		if pass.syncErr == nil {
-			xb.Status.Endpoints = countEndpoints(pass.endpoints)
-			xb.Status.Endpoints.NotServed = int32(pass.notServed.Total())
+			xb.Status.Endpoints = countEndpoints(pass.Endpoints)
+			xb.Status.Endpoints.NotServed = int32(pass.NotServed.Total())
 			xb.Status.Endpoints.ProbeFailing = int32(pass.probes.Failing)
 			xb.Status.ReadyEndpoints = readyOfTotal(xb.Status.Endpoints)
-			xb.Status.Dropped = capList(pass.dropped, maxDropped)
-			xb.Status.Draining = capList(pass.draining, maxDraining)
+			xb.Status.Dropped = capList(pass.Dropped, maxDropped)
+			xb.Status.Draining = capList(pass.Draining, maxDraining)
 			xb.Status.Slices = pass.slices
 		}
 	}

@@ -2,8 +2,6 @@ package externalbackend
 
 import (
 	"context"
-	"errors"
-	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -23,11 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/internal/coalesce"
+	"github.com/backendslice/backendslice/internal/decide"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/internal/sliceplan"
-	"github.com/backendslice/backendslice/internal/tenancy"
-	"github.com/backendslice/backendslice/providers"
 )
 
 // The steps of one pass are tested here one at a time, each given the
@@ -58,24 +54,6 @@ func stepReconciler(t *testing.T, clock *clocktesting.FakeClock, cfg Config, c c
 	return &Reconciler{Client: c, APIReader: c, Config: cfg, Clock: clock, Metrics: m, store: newStore(c, c)}
 }
 
-// answer is one source's answer of serving endpoints.
-func answer(addrs ...string) resolved {
-	var eps []providers.Endpoint
-	for _, a := range addrs {
-		eps = append(eps, providers.Endpoint{Address: a, Serving: true})
-	}
-	return resolved{results: []publish.SourceResult{{Name: "s", Endpoints: eps}}, admissions: []sourceAdmission{{}}}
-}
-
-// restrictedTo is res with its one source restricted to cidr, as through
-// a BackendProvider with allowedCIDRs.
-func restrictedTo(res resolved, cidr string) resolved {
-	allowed := []netip.Prefix{netip.MustParsePrefix(cidr)}
-	res.admissions = []sourceAdmission{{restricted: true, allowed: allowed}}
-	res.results[0].Restricted, res.results[0].Allowed = true, allowed
-	return res
-}
-
 // published is what our slices of xb's Service show for addrs, as the
 // planner writes them.
 func published(t *testing.T, xb *v1alpha1.ExternalBackend, svc *corev1.Service, eps ...publish.Endpoint) []discoveryv1.EndpointSlice {
@@ -97,105 +75,6 @@ func published(t *testing.T, xb *v1alpha1.ExternalBackend, svc *corev1.Service, 
 func servedEndpoint(t discoveryv1.AddressType, addr string, port int32) publish.Endpoint {
 	return publish.Endpoint{AddressType: t, Address: addr, Serving: true,
 		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}}}
-}
-
-// TestPublication takes publication through its cases: what the sources
-// said, what the slices show, and what it returns to the steps after it.
-func TestPublication(t *testing.T) {
-	now := time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
-	both := sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol)
-	ipv4Only := sets.New(corev1.IPv4Protocol)
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "db", UID: "svc-uid"}}
-	old := servedEndpoint(discoveryv1.AddressTypeIPv4, "192.0.2.9", 5432)
-	type want struct {
-		addresses []string // published, in order
-		draining  []string
-		dropped   []string
-		families  []v1alpha1.AddressType
-		notServed int
-		held      bool
-		requeue   time.Duration
-		limit     string
-	}
-	for _, c := range []struct {
-		name     string
-		cfg      Config
-		observed int64 // the backend's status.observedGeneration (2 is current)
-		answer   resolved
-		slices   []publish.Endpoint
-		served   sets.Set[corev1.IPFamily]
-		want     want
-	}{
-		{name: "both families, both served", observed: 2, served: both,
-			answer: answer("192.0.2.1", "2001:db8::1"),
-			want:   want{addresses: []string{"192.0.2.1", "2001:db8::1"}, families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
-		{name: "single-stack cluster: IPv6 left out and counted, and no IPv6 family", observed: 2, served: ipv4Only,
-			answer: answer("192.0.2.1", "2001:db8::1"),
-			want:   want{addresses: []string{"192.0.2.1"}, families: []v1alpha1.AddressType{"IPv4"}, notServed: 1}},
-		{name: "a denied address is dropped with a reason", observed: 2, served: both,
-			cfg:    Config{DeniedPrefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/28")}},
-			answer: answer("192.0.2.1", "192.0.2.200"),
-			want:   want{addresses: []string{"192.0.2.200"}, dropped: []string{"192.0.2.1"}, families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
-		{name: "a vanished endpoint drains for the drain period", observed: 2, served: both,
-			answer: answer("192.0.2.1"), slices: []publish.Endpoint{old},
-			want: want{addresses: []string{"192.0.2.1", "192.0.2.9"}, draining: []string{"192.0.2.9"},
-				families: []v1alpha1.AddressType{"IPv4", "IPv6"}, requeue: 30 * time.Second}},
-		{name: "a name normalisation drops (Kelvin sign) is not the published ASCII name, which drains", observed: 2, served: both,
-			answer: answer("192.0.2.1", "\u212Aafka.example.com"), slices: []publish.Endpoint{servedEndpoint(discoveryv1.AddressTypeFQDN, "kafka.example.com", 5432)},
-			want: want{addresses: []string{"192.0.2.1", "kafka.example.com"}, draining: []string{"kafka.example.com"}, dropped: []string{"\u212Aafka.example.com"},
-				families: []v1alpha1.AddressType{"IPv4", "IPv6"}, requeue: 30 * time.Second}},
-		{name: "a draining endpoint outside the provider's allowedCIDRs leaves at once", observed: 2, served: both,
-			answer: restrictedTo(answer("192.0.2.1"), "192.0.2.0/31"), slices: []publish.Endpoint{old},
-			want: want{addresses: []string{"192.0.2.1"}, families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
-		{name: "every source refused, nothing remembered (a restart): what is published leaves at once", observed: 2, served: both,
-			answer: resolved{results: []publish.SourceResult{{Name: "s", Err: errors.New("refused")}},
-				admissions: []sourceAdmission{{refused: &tenancy.Refusal{Message: "refused"}}}},
-			slices: []publish.Endpoint{old},
-			want:   want{families: []v1alpha1.AddressType{"IPv4", "IPv6"}}},
-		{name: "past --max-endpoints-per-backend each family keeps its ready endpoints first; a draining one goes at once", observed: 2, served: both,
-			cfg:    Config{MaxEndpointsPerBackend: 1},
-			answer: answer("192.0.2.10", "2001:db8::1"), slices: []publish.Endpoint{old},
-			want: want{addresses: []string{"192.0.2.10", "2001:db8::1"}, families: []v1alpha1.AddressType{"IPv4", "IPv6"}, requeue: 30 * time.Second,
-				limit: "1 endpoint(s) not published (IPv4 1): past the controller's limit of 1 endpoints of one address family per backend (--max-endpoints-per-backend), which publishes ready endpoints first, then by address"}},
-		{name: "coalescing holds a provider change back: the slices' endpoints stay", observed: 2, served: both,
-			cfg:    Config{Coalesce: coalesce.Window{Quiet: time.Second, Max: 5 * time.Second}},
-			answer: answer("192.0.2.1"), slices: []publish.Endpoint{old},
-			want: want{addresses: []string{"192.0.2.9"}, families: []v1alpha1.AddressType{"IPv4", "IPv6"}, held: true, requeue: time.Second}},
-		{name: "coalescing lets a spec change go out at once", observed: 1, served: both,
-			cfg:    Config{Coalesce: coalesce.Window{Quiet: time.Second, Max: 5 * time.Second}},
-			answer: answer("192.0.2.1"), slices: []publish.Endpoint{old},
-			want: want{addresses: []string{"192.0.2.1", "192.0.2.9"}, draining: []string{"192.0.2.9"},
-				families: []v1alpha1.AddressType{"IPv4", "IPv6"}, requeue: 30 * time.Second}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			clock := clocktesting.NewFakeClock(now)
-			r := stepReconciler(t, clock, c.cfg, nil)
-			xb := stepBackend(c.observed)
-			if c.cfg.Coalesce.Enabled() {
-				// The window holds only changes after a first answer went out.
-				r.publication(context.Background(), xb, answer(old.Address), observed{served: c.served})
-			}
-			seen := observed{served: c.served, slices: published(t, xb, svc, c.slices...)}
-			pub := r.publication(context.Background(), xb, c.answer, seen)
-			var got want
-			for _, e := range pub.endpoints {
-				got.addresses = append(got.addresses, e.Address)
-			}
-			for _, d := range pub.draining {
-				got.draining = append(got.draining, d.Address)
-			}
-			for _, d := range pub.dropped {
-				got.dropped = append(got.dropped, d.Address)
-			}
-			got.families, got.notServed, got.held, got.requeue, got.limit = pub.families, pub.notServed.Total(), pub.held, pub.requeueAfter, pub.limit
-			slices.Sort(got.addresses)
-			if !equalWant(got.addresses, c.want.addresses) || !equalWant(got.draining, c.want.draining) || !equalWant(got.dropped, c.want.dropped) ||
-				!slices.Equal(got.families, c.want.families) || got.notServed != c.want.notServed || got.held != c.want.held || got.requeue != c.want.requeue ||
-				got.limit != c.want.limit {
-				t.Errorf("publication:\n got %+v\nwant %+v", got, c.want)
-			}
-		})
-	}
 }
 
 // equalWant compares two lists, nil and empty alike.
@@ -282,7 +161,7 @@ func TestSyncSlices(t *testing.T) {
 				}
 				seen.slices, seen.taken = ownedBy(list.Items, svc.Name, svc)
 			}
-			n, _, err := r.syncSlices(context.Background(), xb, svc, false, publication{endpoints: c.want}, seen)
+			n, _, err := r.syncSlices(context.Background(), xb, svc, false, publication{Publication: decide.Publication{Endpoints: c.want}}, seen)
 			if err != nil {
 				t.Fatalf("syncSlices: %v", err)
 			}
@@ -374,7 +253,7 @@ func TestSyncSlicesBound(t *testing.T) {
 			xb := stepBackend(2)
 			xb.Spec.MaxEndpointsPerSlice = ptr.To[int32](1)
 			seen := observed{served: sets.New(corev1.IPv4Protocol), taken: sets.New[string]()}
-			n, bound, err := r.syncSlices(context.Background(), xb, svc, true, publication{endpoints: c.eps}, seen)
+			n, bound, err := r.syncSlices(context.Background(), xb, svc, true, publication{Publication: decide.Publication{Endpoints: c.eps}}, seen)
 			if err != nil {
 				t.Fatalf("syncSlices: %v", err)
 			}

@@ -141,15 +141,15 @@ func factsOf(suspended bool, pass passResult, wasReady metav1.ConditionStatus) s
 		specErr:    pass.specErr,
 		sourceErrs: map[string]*providers.Error{},
 		fates:      pass.fates,
-		dropped:    len(pass.dropped),
+		dropped:    len(pass.Dropped),
 		syncErr:    pass.syncErr,
-		counts:     countEndpoints(pass.endpoints),
+		counts:     countEndpoints(pass.Endpoints),
 		slices:     pass.slices,
 		limits:     pass.limits,
 	}
-	if pass.notServed.Total() > 0 {
-		facts.notServed = notServedMessage(pass.notServed, pass.served)
-		facts.nothingServed = len(pass.families) == 0
+	if pass.NotServed.Total() > 0 {
+		facts.notServed = notServedMessage(pass.NotServed, pass.served)
+		facts.nothingServed = len(pass.Families) == 0
 	}
 	for _, r := range pass.results {
 		if r.Err != nil {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/internal/decide"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/providers"
 )
@@ -348,12 +349,12 @@ func TestFactsOf(t *testing.T) {
 			{Name: "ok"},
 			{Name: "a", Err: errors.New("untyped")},
 		},
-		publication: publication{
-			dropped:   make([]v1alpha1.DroppedAddress, 3),
-			endpoints: []publish.Endpoint{{AddressType: discoveryv1.AddressTypeIPv4, Serving: true}},
-			notServed: publish.LeftOut{discoveryv1.AddressTypeIPv6: 2},
-			families:  []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4},
-		},
+		publication: publication{Publication: decide.Publication{
+			Dropped:   make([]v1alpha1.DroppedAddress, 3),
+			Endpoints: []publish.Endpoint{{AddressType: discoveryv1.AddressTypeIPv4, Serving: true}},
+			NotServed: publish.LeftOut{discoveryv1.AddressTypeIPv6: 2},
+			Families:  []v1alpha1.AddressType{v1alpha1.AddressTypeIPv4},
+		}},
 		served: sets.New(corev1.IPv4Protocol),
 		slices: 2,
 	}
