@@ -24,8 +24,17 @@ var alertNames = []string{
 	"BackendsliceProbesFailingOpen", "BackendsliceReconcileErrors", "BackendsliceNoLeader",
 }
 
-// defaultRunbook is prometheusRule.runbookURL's default.
-const defaultRunbook = "https://github.com/backendslice/backendslice/blob/main/docs/runbook.md"
+// defaultRunbook is the runbook_url an empty prometheusRule.runbookURL
+// gives: docs/runbook.md at the chart's release tag, not main, so that an
+// alert links the runbook of the version that raised it.
+func defaultRunbook(t *testing.T) string {
+	t.Helper()
+	ch, err := helmtest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "https://github.com/backendslice/backendslice/blob/v" + ch.Metadata.AppVersion + "/docs/runbook.md"
+}
 
 // promRule is a rule of the PrometheusRule, as the tests read it.
 type promRule struct {
@@ -98,7 +107,7 @@ func TestPrometheusRuleDefaults(t *testing.T) {
 		if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 			t.Errorf("%s: annotations %v, want a summary and a description", r.Alert, r.Annotations)
 		}
-		if want := defaultRunbook + "#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+		if want := defaultRunbook(t) + "#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
 			t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
 		}
 	}
