@@ -53,6 +53,11 @@ type Options struct {
 	Providers func(w providers.Waker) ([]providers.Provider, error)
 	// Config changes the controller configuration from TestConfig.
 	Config func(*externalbackend.Config)
+	// ControllerNamespace, if set, runs the controller as the chart
+	// installs it: in this namespace (made before the tests), reading the
+	// Secrets BackendProviders name there, and every source must name a
+	// BackendProvider.
+	ControllerNamespace string
 	// Started, if set, is called with the environment before the tests run;
 	// an error stops the run before any test.
 	Started func(*Env) error
@@ -173,6 +178,10 @@ func (e *Env) startController(opts Options) error {
 	cfg := TestConfig()
 	// One instance runs, as under the chart's leader election.
 	cfg.SoleWriter = true
+	if opts.ControllerNamespace != "" {
+		cfg.AllowSourcesWithoutProvider = false
+		cfg.Namespace = opts.ControllerNamespace
+	}
 	if opts.Config != nil {
 		opts.Config(&cfg)
 	}
@@ -236,7 +245,11 @@ func Run(m *testing.M, opts Options) int {
 	}
 	current = env
 	code := 0
-	if opts.Started != nil {
+	if err := env.createNamespace(opts.ControllerNamespace); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if code == 0 && opts.Started != nil {
 		if err := opts.Started(env); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
@@ -601,4 +614,16 @@ func APIServerAddress(t *testing.T) string {
 		t.Fatalf("the API server's address %q is not an IP a backend could publish", addr)
 	}
 	return addr
+}
+
+// createNamespace makes the controller's namespace ns, if one is set.
+func (e *Env) createNamespace(ns string) error {
+	if ns == "" {
+		return nil
+	}
+	err := e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the controller's namespace: %w", err)
+	}
+	return nil
 }

@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -280,46 +277,4 @@ func errorf(format string, args ...any) error { return fmt.Errorf(format, args..
 // sdkEndpoint is an endpoint of addr, serving or not.
 func sdkEndpoint(addr string, healthy bool) sdk.Endpoint {
 	return sdk.Endpoint{Address: addr, Serving: healthy}
-}
-
-// counter is a reverse proxy in front of a plugin process that counts
-// each namespace's resolve requests.
-type counter struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
-	asked map[string]int
-}
-
-// newCounter proxies to the plugin at target, stopped when the test ends.
-func newCounter(t *testing.T, target string) *counter {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &counter{asked: map[string]int{}}
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	// A long-poll the controller gives up on is no error worth a line.
-	proxy.ErrorLog = log.New(io.Discard, "", 0)
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == protocol.ResolvePath {
-			body := readBody(r)
-			var req protocol.ResolveRequest
-			_ = json.Unmarshal(body, &req)
-			c.mu.Lock()
-			c.asked[req.Namespace]++
-			c.mu.Unlock()
-			r.Body, r.ContentLength = bodyOf(body), int64(len(body))
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(c.srv.Close)
-	return c
-}
-
-// requests is how many resolve requests namespace ns made.
-func (c *counter) requests(ns string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.asked[ns]
 }

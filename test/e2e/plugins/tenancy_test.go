@@ -9,6 +9,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/test/e2e/framework"
+	"github.com/backendslice/backendslice/test/plugintest"
 )
 
 // TestTenancy: each example plugin is reached only through providerRef,
@@ -29,9 +30,9 @@ func TestTenancy(t *testing.T) {
 			// 192.0.2.11 is outside allowedCIDRs, 2001:db8::10 inside.
 			file := writeFile(t, "", ex.inventory(admitted, "serving", "serving", "serving"))
 			p := ex.start(t, file, "")
-			proxy := newCounter(t, p.URL)
+			proxy := plugintest.NewCounter(t, p.URL)
 			provider := "plugin-" + admitted
-			bp := createProvider(t, provider, proxy.srv.URL, []string{admitted}, func(bp *v1alpha1.BackendProvider) {
+			bp := createProvider(t, provider, proxy.URL, []string{admitted}, func(bp *v1alpha1.BackendProvider) {
 				bp.Spec.AllowedCIDRs = []string{"192.0.2.10/32", "2001:db8::/32"}
 			})
 
@@ -69,10 +70,10 @@ func TestTenancy(t *testing.T) {
 			framework.WaitCondition(t, xb, v1alpha1.ConditionResolved, metav1.ConditionFalse, v1alpha1.ReasonProviderNotAdmitted)
 			framework.WaitAddresses(t, admitted, xb.Name)
 
-			if n := proxy.requests(other); n != 0 {
+			if n := proxy.Requests(other); n != 0 {
 				t.Errorf("the plugin was asked %d time(s) for a namespace it does not admit", n)
 			}
-			if n := proxy.requests(admitted); n == 0 {
+			if n := proxy.Requests(admitted); n == 0 {
 				t.Error("the proxy counted no request of the admitted namespace: the count proves nothing")
 			}
 			if n := evil.requests(admitted) + evil.requests(other); n != 0 {

@@ -17,12 +17,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/backendslice/backendslice/controllers/backendprovider"
-	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/consul"
 	"github.com/backendslice/backendslice/providers/plugin"
@@ -94,17 +89,7 @@ func run(m *testing.M) int {
 			return []providers.Provider{static.New(), c, p}, nil
 		},
 		ProviderChecks: backendprovider.CheckOptions{Interval: 2 * time.Second, Timeout: time.Second, RetryDelay: 250 * time.Millisecond},
-		Config: func(c *externalbackend.Config) {
-			// As the chart runs it: every source through a BackendProvider.
-			c.AllowSourcesWithoutProvider = false
-			c.Namespace = controllerNamespace
-		},
-		Started: func(e *framework.Env) error {
-			err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("creating the controller's namespace: %w", err)
-			}
-			return nil
-		},
+		// As the chart runs it: every source through a BackendProvider.
+		ControllerNamespace: controllerNamespace,
 	})
 }

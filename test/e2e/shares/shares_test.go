@@ -1,18 +1,10 @@
 package shares_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"log"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/providers/plugin/protocol"
 	"github.com/backendslice/backendslice/test/consultest"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 	"github.com/backendslice/backendslice/test/plugintest"
@@ -215,7 +206,7 @@ func TestConsulShare(t *testing.T) {
 
 // hostsPlugin runs the hostsfile plugin on a file of groups, behind a
 // proxy that counts resolve requests; it returns the proxy's URL.
-func hostsPlugin(t *testing.T, groups string) (string, *counter) {
+func hostsPlugin(t *testing.T, groups string) (string, *plugintest.Counter) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "hosts.yaml")
 	if err := os.WriteFile(file, []byte(groups), 0o600); err != nil {
@@ -226,48 +217,8 @@ func hostsPlugin(t *testing.T, groups string) (string, *counter) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Kill)
-	c := newCounter(t, p.URL)
-	return c.srv.URL, c
-}
-
-// counter is a proxy in front of a plugin that counts resolve requests.
-type counter struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
-	asked map[string]int
-}
-
-func newCounter(t *testing.T, target string) *counter {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &counter{asked: map[string]int{}}
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	// A long-poll the controller gives up on is no error worth a line.
-	proxy.ErrorLog = log.New(io.Discard, "", 0)
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == protocol.ResolvePath {
-			body, _ := io.ReadAll(r.Body)
-			var req protocol.ResolveRequest
-			_ = json.Unmarshal(body, &req)
-			c.mu.Lock()
-			c.asked[req.Namespace]++
-			c.mu.Unlock()
-			r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(body))), int64(len(body))
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(c.srv.Close)
-	return c
-}
-
-// requests is how many resolve requests namespace ns made.
-func (c *counter) requests(ns string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.asked[ns]
+	c := plugintest.NewCounter(t, p.URL)
+	return c.URL, c
 }
 
 // TestPluginShare: a namespace fills a plugin's watches; another
@@ -332,13 +283,13 @@ func TestRefusedPluginSourcesStayQuiet(t *testing.T) {
 	if n := plugins.Stats().Watches - before; n != 0 {
 		t.Errorf("the refused sources hold %d watches, want none", n)
 	}
-	first := asked.requests(tenant)
+	first := asked.Requests(tenant)
 	t.Logf("the 32 refused sources asked the plugin %d time(s) to settle", first)
 
 	time.Sleep(2 * time.Second)
-	r0 := asked.requests(tenant)
+	r0 := asked.Requests(tenant)
 	a := watchQuiet(t, quiet, backends...)
-	n := asked.requests(tenant) - r0
+	n := asked.Requests(tenant) - r0
 	t.Logf("in %s of quiet: %d resolve request(s) to the plugin, %v reconciles, %v Service and slice writes, rewritten %v",
 		quiet, n, a.reconciles, a.writes, a.rewritten)
 	if n > 0 {

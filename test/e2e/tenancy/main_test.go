@@ -25,13 +25,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/controllers/backendprovider"
-	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/providers"
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	"github.com/backendslice/backendslice/providers/consul"
@@ -132,17 +128,10 @@ func run(m *testing.M) int {
 	code := framework.Run(m, framework.Options{
 		Providers:      newProviders,
 		ProviderChecks: testChecks,
-		Config: func(c *externalbackend.Config) {
-			// As the chart installs it: sources must name a provider.
-			c.AllowSourcesWithoutProvider = false
-			c.Namespace = controllerNamespace
-		},
+		// As the chart installs it: sources must name a provider.
+		ControllerNamespace: controllerNamespace,
 		Started: func(e *framework.Env) error {
 			k8s = e.Client
-			err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("creating the controller's namespace: %w", err)
-			}
 			return nil
 		},
 	})
