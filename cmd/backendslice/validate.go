@@ -65,7 +65,7 @@ and with --strict on any warning too.`,
 			if err != nil {
 				return err
 			}
-			vo := validate.Options{Namespace: o.namespace, Config: opts.Config}
+			vo := validate.Options{Namespace: o.namespace, Decision: opts.Config.Decision(), AllowSourcesWithoutProvider: opts.Config.AllowSourcesWithoutProvider}
 			if vo.NamespaceLabels, err = parseNamespaceLabels(o.namespaceLabels); err != nil {
 				return err
 			}

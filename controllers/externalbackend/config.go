@@ -84,8 +84,8 @@ type Config struct {
 	StatusCatchUpRate float64
 }
 
-// decision is the configuration the decision reads (internal/decide).
-func (c Config) decision() decide.Config {
+// Decision is the configuration the decision reads (internal/decide).
+func (c Config) Decision() decide.Config {
 	return decide.Config{
 		DeniedPrefixes:         c.DeniedPrefixes,
 		DeniedNames:            c.DeniedNames,
@@ -105,15 +105,9 @@ func DefaultChurn() sliceplan.Churn {
 	return sliceplan.Churn{Window: time.Minute, Often: 3, Most: 1000}
 }
 
-// DefaultDeniedCIDRs are the cloud metadata addresses that the API server
-// does not already reject (it rejects 169.254.0.0/16 as link-local): AWS's
-// IPv6 instance metadata, Alibaba Cloud's metadata service and Azure's
-// WireServer (168.63.129.16, a public address that only Azure's hosts
-// answer: the VM agent's channel to the host, which hands out extension
-// settings and, with them, secrets).
-func DefaultDeniedCIDRs() []string {
-	return []string{"fd00:ec2::254/128", "100.100.100.200/32", "168.63.129.16/32"}
-}
+// DefaultDeniedCIDRs are the cloud metadata addresses denied to endpoints
+// unless configured (decide.DefaultDeniedCIDRs).
+func DefaultDeniedCIDRs() []string { return decide.DefaultDeniedCIDRs() }
 
 // DefaultDeniedNames are the metadata services' names an FQDN endpoint
 // must not aim at, each with every name under it (publish.DeniedMetadataNames).

@@ -9,6 +9,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/internal/slicestore"
+	"github.com/backendslice/backendslice/internal/speccheck"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,7 +34,7 @@ type observed struct {
 
 // observe reads the Service, our slices and the cluster's families from the cache.
 func (r *Reconciler) observe(ctx context.Context, xb *v1alpha1.ExternalBackend) (observed, error) {
-	name := serviceName(xb)
+	name := speccheck.ServiceName(xb)
 	var seen observed
 	svc := &corev1.Service{}
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: xb.Namespace, Name: name}, svc); {

@@ -38,7 +38,7 @@ func (r *Reconciler) publication(ctx context.Context, xb *v1alpha1.ExternalBacke
 		Served:    seen.served,
 		Cluster:   seen.cluster,
 		Now:       r.Clock.Now(),
-		Config:    r.Config.decision(),
+		Config:    r.Config.Decision(),
 	}
 	in.Candidates = decide.Normalize(in)
 	logClusterAddresses(ctx, in.Candidates.Dropped, seen.cluster)

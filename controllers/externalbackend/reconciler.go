@@ -17,6 +17,7 @@ import (
 	"github.com/backendslice/backendslice/internal/connections"
 	"github.com/backendslice/backendslice/internal/fairshare"
 	"github.com/backendslice/backendslice/internal/slicestore"
+	"github.com/backendslice/backendslice/internal/speccheck"
 	"github.com/backendslice/backendslice/internal/watchdog"
 	"github.com/backendslice/backendslice/providers"
 )
@@ -57,7 +58,7 @@ type Reconciler struct {
 	// calls them within the pass.
 	lookups *lookups
 	// checks are the controller's own checks of a spec.
-	checks SpecChecker
+	checks speccheck.Checker
 	// connections reads BackendProviders and their Secrets.
 	connections connections.Reader
 	// families tells which IP families the cluster serves, and its Service ranges.
@@ -119,7 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		r.forgetSources(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if err := validateSpec(r.checks, r.kinds(), r.Config.ClusterDomain, xb); err != nil {
+	if err := r.checks.Err(r.kinds(), r.Config.ClusterDomain, xb); err != nil {
 		r.forgetSources(req.NamespacedName)
 		pass.specErr = err
 		return ctrl.Result{}, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/backendslice/backendslice/internal/decide"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/internal/sliceplan"
+	"github.com/backendslice/backendslice/internal/speccheck"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -26,7 +27,7 @@ import (
 // cluster's own networks, as far as the caller knows them (offline, none
 // unless given). Owner UIDs are empty: the API server assigns them.
 func Render(xb *v1alpha1.ExternalBackend, results []publish.SourceResult, cfg Config, cluster publish.ClusterNetworks) (*corev1.Service, []*discoveryv1.EndpointSlice, []v1alpha1.DroppedAddress, error) {
-	if err := validateSpec(NewSpecChecker(), providers.BuiltinKinds(), cfg.ClusterDomain, xb); err != nil {
+	if err := speccheck.New().Err(providers.BuiltinKinds(), cfg.ClusterDomain, xb); err != nil {
 		return nil, nil, nil, err
 	}
 	// Offline, every family the spec asks for is taken as served, and
@@ -37,7 +38,7 @@ func Render(xb *v1alpha1.ExternalBackend, results []publish.SourceResult, cfg Co
 		Served:  sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol),
 		Cluster: cluster,
 		Now:     time.Now(),
-		Config:  cfg.decision(),
+		Config:  cfg.Decision(),
 	}
 	in.Config.Coalesce = coalesce.Window{}
 	in.Candidates = decide.Normalize(in)

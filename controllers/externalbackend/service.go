@@ -20,6 +20,7 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/internal/slicestore"
+	"github.com/backendslice/backendslice/internal/speccheck"
 )
 
 // ipFamilies are the Service's IP families: those of the published
@@ -82,7 +83,7 @@ func desiredService(xb *v1alpha1.ExternalBackend, fams []corev1.IPFamily) *corev
 	spec := xb.Spec.Service
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            serviceName(xb),
+			Name:            speccheck.ServiceName(xb),
 			Namespace:       xb.Namespace,
 			Labels:          ourLabels(spec.Labels, xb.Name),
 			Annotations:     maps.Clone(spec.Annotations),
@@ -249,7 +250,7 @@ func conflictMessage(svc *corev1.Service) string {
 // backend made under a previous name. It returns the Service as written,
 // and whether this pass created it.
 func (r *Reconciler) ensureService(ctx context.Context, xb *v1alpha1.ExternalBackend, pub publication, current *corev1.Service) (svc *corev1.Service, created bool, err error) {
-	name := serviceName(xb)
+	name := speccheck.ServiceName(xb)
 	fams := ipFamilies(pub.Families, pub.Endpoints)
 	if current == nil {
 		made, err := r.createService(ctx, xb, desiredService(xb, fams))
@@ -359,12 +360,4 @@ func (r *Reconciler) removeOldServices(ctx context.Context, xb *v1alpha1.Externa
 		r.event(xb, corev1.EventTypeNormal, "ServiceRemoved", "Delete", "deleted Service %s after spec.service.name changed to %s", old.Name, svc.Name)
 	}
 	return nil
-}
-
-// serviceName is the Service the backend is published as.
-func serviceName(xb *v1alpha1.ExternalBackend) string {
-	if xb.Spec.Service.Name != "" {
-		return xb.Spec.Service.Name
-	}
-	return xb.Name
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/backendslice/backendslice/internal/connections"
 	"github.com/backendslice/backendslice/internal/fairshare"
 	"github.com/backendslice/backendslice/internal/slicestore"
+	"github.com/backendslice/backendslice/internal/speccheck"
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -98,7 +99,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return fmt.Errorf("indexing %T by backend: %w", o, err)
 		}
 	}
-	r.checks = NewSpecChecker()
+	r.checks = speccheck.New()
 	r.store = newStore(r.Client, r.APIReader)
 	r.connections = connections.Reader{Client: r.Client, Namespace: r.Config.Namespace, Kinds: r.kinds()}
 	if r.Waker != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/publish"
+	"github.com/backendslice/backendslice/internal/speccheck"
 )
 
 // passResult is what one reconcile found and did, as the steps returned it:
@@ -59,7 +60,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, xb *v1alpha1.Exter
 		wasReady = c.Status
 	}
 	plan := summarize(factsOf(xb.Spec.Suspend, pass, wasReady))
-	xb.Status.ServiceName = serviceName(xb)
+	xb.Status.ServiceName = speccheck.ServiceName(xb)
 	if !xb.Spec.Suspend && pass.specErr == nil {
 		xb.Status.Sources = sourceStatuses(r.kinds(), before.Status.Sources, xb.Spec.Sources, pass.results, r.Clock.Now())
 		if pass.syncErr == nil {

@@ -43,6 +43,16 @@ type Config struct {
 	Coalesce coalesce.Window
 }
 
+// DefaultDeniedCIDRs are the cloud metadata addresses that the API server
+// does not already reject (it rejects 169.254.0.0/16 as link-local): AWS's
+// IPv6 instance metadata, Alibaba Cloud's metadata service and Azure's
+// WireServer (168.63.129.16, a public address that only Azure's hosts
+// answer: the VM agent's channel to the host, which hands out extension
+// settings and, with them, secrets).
+func DefaultDeniedCIDRs() []string {
+	return []string{"fd00:ec2::254/128", "100.100.100.200/32", "168.63.129.16/32"}
+}
+
 // Inputs are what a pass knows when it decides.
 type Inputs struct {
 	// Backend is the ExternalBackend: its spec, generation and status.

@@ -72,8 +72,8 @@ func speedInput(n int) []byte {
 // the validate section of docs/benchmarks.md (`make bench-validate`).
 func TestValidateSpeed(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	opts := Options{Namespace: "default", Config: controllerConfig()}
-	opts.Config.AllowSourcesWithoutProvider = true
+	opts := Options{Namespace: "default", Decision: controllerConfig()}
+	opts.AllowSourcesWithoutProvider = true
 	start := time.Now()
 	v, err := New(opts)
 	if err != nil {

@@ -15,16 +15,19 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/config/crd"
-	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/internal/admission"
+	"github.com/backendslice/backendslice/internal/decide"
 	"github.com/backendslice/backendslice/internal/publish"
+	"github.com/backendslice/backendslice/internal/speccheck"
 	"github.com/backendslice/backendslice/internal/tenancy"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
@@ -106,9 +109,12 @@ type Options struct {
 	// NamespaceLabels are the labels of namespaces the input does not
 	// hold, for BackendProviders that admit namespaces by selector.
 	NamespaceLabels map[string]map[string]string
-	// Config is the controller's configuration, from its flags: the deny
-	// lists, the cluster domain, whether sources may name no provider.
-	Config externalbackend.Config
+	// Decision is the controller's configuration the decision reads, from
+	// its flags: the deny lists, the cluster domain.
+	Decision decide.Config
+	// AllowSourcesWithoutProvider is the controller's
+	// --allow-sources-without-provider: whether sources may name no provider.
+	AllowSourcesWithoutProvider bool
 	// ServiceCIDRs are the cluster's Service ranges, which the controller
 	// reads from the cluster: addresses there are dropped.
 	ServiceCIDRs []netip.Prefix
@@ -117,7 +123,7 @@ type Options struct {
 // Validator checks documents. Building it compiles the CRDs' rules once.
 type Validator struct {
 	admission *admission.Checker
-	checks    externalbackend.SpecChecker
+	checks    speccheck.Checker
 	kinds     providers.Kinds
 	opts      Options
 }
@@ -128,7 +134,7 @@ func New(opts Options) (*Validator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Validator{admission: c, checks: externalbackend.NewSpecChecker(), kinds: providers.BuiltinKinds(), opts: opts}, nil
+	return &Validator{admission: c, checks: speccheck.New(), kinds: providers.BuiltinKinds(), opts: opts}, nil
 }
 
 // Kinds the validator checks.
@@ -285,7 +291,7 @@ func admissionFindings(res admission.Result) []Finding {
 // API server does not make.
 func (v *Validator) backendFindings(xb *v1alpha1.ExternalBackend, in inventory) []Finding {
 	var out []Finding
-	problems, err := v.checks.Problems(v.kinds, v.opts.Config.ClusterDomain, xb)
+	problems, err := v.checks.Problems(v.kinds, v.opts.Decision.ClusterDomain, xb)
 	if err != nil {
 		return []Finding{{Severity: Error, Check: CheckController, Message: err.Error()}}
 	}
@@ -321,7 +327,7 @@ func (v *Validator) tenancy(xb *v1alpha1.ExternalBackend, i int, src v1alpha1.So
 		return []Finding{{Field: field, Severity: Note, Check: CheckTenancy, Message: fmt.Sprintf("spec.sources[%s]: tenancy not checked: %s", src.Name, why)}}
 	}
 	if src.ProviderRef == nil {
-		if r := tenancy.Unreferenced(src, v.opts.Config.AllowSourcesWithoutProvider); r != nil {
+		if r := tenancy.Unreferenced(src, v.opts.AllowSourcesWithoutProvider); r != nil {
 			return refused(r), nil
 		}
 		return nil, nil
@@ -345,7 +351,7 @@ func (v *Validator) tenancy(xb *v1alpha1.ExternalBackend, i int, src v1alpha1.So
 
 // dropped are the static addresses the controller would drop (the deny
 // list, spec.addressTypes, a provider's allowedCIDRs, the Service ranges
-// given), found by rendering xb as the controller would; admitted are
+// given), found by the controller's own decision; admitted are
 // the providers of its sources, nil for those without one. Other kinds of
 // source are not resolved offline.
 func (v *Validator) dropped(xb *v1alpha1.ExternalBackend, admitted []*v1alpha1.BackendProvider) []Finding {
@@ -371,12 +377,12 @@ func (v *Validator) dropped(xb *v1alpha1.ExternalBackend, admitted []*v1alpha1.B
 	for _, p := range v.opts.ServiceCIDRs {
 		cluster.Ranges = append(cluster.Ranges, publish.ClusterRange{Prefix: p, Of: "a Service range given by --service-cidrs"})
 	}
-	_, _, dropped, err := externalbackend.Render(xb, results, v.opts.Config, cluster)
-	if err != nil {
-		return []Finding{{Severity: Error, Check: CheckController, Reason: v1alpha1.ReasonInvalidSpec, Message: err.Error()}}
-	}
+	// The decision's first half drops what the controller would: offline,
+	// every family the spec asks for is taken as served.
+	candidates := decide.Normalize(decide.Inputs{Backend: xb, Sources: decide.Sources{Results: results},
+		Served: sets.New(corev1.IPv4Protocol, corev1.IPv6Protocol), Cluster: cluster, Config: v.opts.Decision})
 	var out []Finding
-	for _, d := range dropped {
+	for _, d := range candidates.Dropped {
 		msg := fmt.Sprintf("the controller would drop %s from source %s: %s", d.Address, d.Source, d.Reason)
 		// The controller's status does not say whose a cluster address
 		// is; here the networks are the ones the flags gave.

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backendslice/backendslice/controllers/externalbackend"
+	"github.com/backendslice/backendslice/internal/decide"
+	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/internal/tenancy"
 )
 
@@ -64,12 +65,12 @@ func check(t *testing.T, opts Options, docs []Document) Report {
 }
 
 // controllerConfig is the controller's default deny lists.
-func controllerConfig() externalbackend.Config {
+func controllerConfig() decide.Config {
 	var denied []netip.Prefix
-	for _, c := range externalbackend.DefaultDeniedCIDRs() {
+	for _, c := range decide.DefaultDeniedCIDRs() {
 		denied = append(denied, netip.MustParsePrefix(c))
 	}
-	return externalbackend.Config{MaxEndpointsPerSlice: 100, DeniedPrefixes: denied, DeniedNames: externalbackend.DefaultDeniedNames()}
+	return decide.Config{DeniedPrefixes: denied, DeniedNames: publish.DeniedMetadataNames()}
 }
 
 // find is the findings of check c about field.
@@ -121,7 +122,7 @@ func TestSplitBadDocument(t *testing.T) {
 
 func TestValidateFindsEveryKind(t *testing.T) {
 	docs := Split("in.yaml", []byte(input))
-	rep := check(t, Options{Namespace: "default", Config: controllerConfig(),
+	rep := check(t, Options{Namespace: "default", Decision: controllerConfig(),
 		NamespaceLabels: map[string]map[string]string{"payments": {"team": "payments"}}}, docs)
 	// The backend is refused (an instance ID), so nothing else of it is checked.
 	got := find(rep, CheckAdmission, "spec.sources[1].awsEC2.instanceIDs[1]")
@@ -137,9 +138,7 @@ func TestValidateFindsEveryKind(t *testing.T) {
 	// allowedCIDRs and the Service range given drop three addresses.
 	fixed := strings.Replace(input, "i-0A", "i-0abcdef1", 1)
 	fixed = strings.Replace(fixed, "198.51.100.7", "192.0.2.200", 1)
-	cfg := controllerConfig()
-	cfg.AllowSourcesWithoutProvider = true // the EC2 source names no provider
-	rep = check(t, Options{Namespace: "default", Config: cfg, ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.192/26")},
+	rep = check(t, Options{Namespace: "default", Decision: controllerConfig(), AllowSourcesWithoutProvider: true, ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.192/26")},
 		NamespaceLabels: map[string]map[string]string{"payments": {"team": "payments"}}}, Split("in.yaml", []byte(fixed)))
 	if rep.Count(Error) != 0 || rep.Count(Warning) != 2 || rep.Failed(false) || !rep.Failed(true) {
 		t.Fatalf("findings %+v, want two warnings, no error", rep.Findings)
@@ -176,8 +175,8 @@ func TestTenancy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The EC2 source names no provider: allowed, as the e2e suites allow it.
-			tc.opts.Config = controllerConfig()
-			tc.opts.Config.AllowSourcesWithoutProvider = true
+			tc.opts.Decision = controllerConfig()
+			tc.opts.AllowSourcesWithoutProvider = true
 			rep := check(t, tc.opts, Split("in.yaml", []byte(tc.doc)))
 			fs := find(rep, CheckTenancy, "spec.sources[0].providerRef")
 			switch {
@@ -201,7 +200,7 @@ func TestTenancy(t *testing.T) {
 	}
 	// Without --allow-sources-without-provider (the controller's default),
 	// the EC2 source is refused.
-	rep := check(t, Options{Config: controllerConfig(), NamespaceLabels: map[string]map[string]string{"payments": {"team": "payments"}}}, Split("in.yaml", []byte(fixed)))
+	rep := check(t, Options{Decision: controllerConfig(), NamespaceLabels: map[string]map[string]string{"payments": {"team": "payments"}}}, Split("in.yaml", []byte(fixed)))
 	if fs := find(rep, CheckTenancy, "spec.sources[1].providerRef"); len(fs) != 1 || fs[0].Rule != tenancy.RuleProviderRequired {
 		t.Errorf("findings %+v, want the EC2 source refused by %s", rep.Findings, tenancy.RuleProviderRequired)
 	}
@@ -218,9 +217,9 @@ spec:
     - name: lookup
       dns: {name: db.payments.svc.corp.test}
 `
-	opts := Options{Namespace: "payments", Config: controllerConfig()}
-	opts.Config.ClusterDomain = "corp.test"
-	opts.Config.AllowSourcesWithoutProvider = true
+	opts := Options{Namespace: "payments", Decision: controllerConfig()}
+	opts.Decision.ClusterDomain = "corp.test"
+	opts.AllowSourcesWithoutProvider = true
 	rep := check(t, opts, Split("db.yaml", []byte(doc)))
 	name := find(rep, CheckController, "spec.service.name")
 	if len(name) != 1 || name[0].Reason != "InvalidSpec" || name[0].FieldLine != 6 || !strings.Contains(name[0].Message, `"db.primary" is not a valid Service name`) {
@@ -236,7 +235,7 @@ spec:
 }
 
 func TestOutputs(t *testing.T) {
-	rep := check(t, Options{Namespace: "default", Config: controllerConfig()}, Split("in.yaml", []byte(input)))
+	rep := check(t, Options{Namespace: "default", Decision: controllerConfig()}, Split("in.yaml", []byte(input)))
 	var text, js, gh bytes.Buffer
 	for name, buf := range map[string]*bytes.Buffer{"text": &text, "json": &js, "github": &gh} {
 		if err := Formats[name](buf, rep); err != nil {

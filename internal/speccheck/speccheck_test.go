@@ -1,4 +1,4 @@
-package externalbackend
+package speccheck
 
 import (
 	"slices"
@@ -75,7 +75,7 @@ func TestValidateSpec(t *testing.T) {
 			},
 		},
 	}
-	v := NewSpecChecker()
+	v := New()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			xb := &v1alpha1.ExternalBackend{
@@ -86,15 +86,15 @@ func TestValidateSpec(t *testing.T) {
 					Sources:     c.sources,
 				},
 			}
-			err := validateSpec(v, providers.BuiltinKinds(), "", xb)
+			err := v.Err(providers.BuiltinKinds(), "", xb)
 			if c.want == nil {
 				if err != nil {
-					t.Errorf("validateSpec = %v, want nil", err)
+					t.Errorf("Err = %v, want nil", err)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("validateSpec = nil, want an error naming %v", c.want)
+				t.Fatalf("Err = nil, want an error naming %v", c.want)
 			}
 			for _, s := range c.want {
 				if !strings.Contains(err.Error(), s) {
@@ -112,12 +112,12 @@ func TestValidateSpec(t *testing.T) {
 
 func TestServiceName(t *testing.T) {
 	xb := &v1alpha1.ExternalBackend{ObjectMeta: metav1.ObjectMeta{Name: "db"}}
-	if got := serviceName(xb); got != "db" {
-		t.Errorf("serviceName = %q, want the object's name", got)
+	if got := ServiceName(xb); got != "db" {
+		t.Errorf("ServiceName = %q, want the object's name", got)
 	}
 	xb.Spec.Service.Name = "postgres"
-	if got := serviceName(xb); got != "postgres" {
-		t.Errorf("serviceName = %q, want spec.service.name", got)
+	if got := ServiceName(xb); got != "postgres" {
+		t.Errorf("ServiceName = %q, want spec.service.name", got)
 	}
 }
 
@@ -162,9 +162,9 @@ func TestLookupNamesUnderTheClusterDomain(t *testing.T) {
 		{"kube-dns.kube-system", "corp.test", "Service of namespace kube-system"},
 		{"instance-data.ec2.internal", "", "instance metadata service"},
 	}
-	v := NewSpecChecker()
+	v := New()
 	for _, c := range cases {
-		err := validateSpec(v, providers.BuiltinKinds(), c.domain, dns(c.name))
+		err := v.Err(providers.BuiltinKinds(), c.domain, dns(c.name))
 		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s under %q: %v, want an error containing %q", c.name, c.domain, err, c.want)
 		}

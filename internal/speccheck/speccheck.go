@@ -1,4 +1,8 @@
-package externalbackend
+// Package speccheck runs the controller's own checks of an ExternalBackend's
+// spec, those that end in InvalidSpec on status: the reconciler runs them
+// before anything else, and `backendslice validate` and `render` run the
+// same offline.
+package speccheck
 
 import (
 	"errors"
@@ -34,21 +38,19 @@ func newValidator() *validator.Validate {
 	return v
 }
 
-// SpecChecker runs the controller's own checks of a spec, those that end
-// in InvalidSpec on status: the reconciler runs them before anything else,
-// and `backendslice validate` and `render` run the same offline.
-type SpecChecker struct{ validate *validator.Validate }
+// Checker runs the checks.
+type Checker struct{ validate *validator.Validate }
 
-// NewSpecChecker builds the checker; it is safe for concurrent use.
-func NewSpecChecker() SpecChecker { return SpecChecker{validate: newValidator()} }
+// New builds the checker; it is safe for concurrent use.
+func New() Checker { return Checker{validate: newValidator()} }
 
 // Problems are the messages of the checks xb fails, each starting with the
 // field it names and saying the fix; none when the spec can be handled.
 // Each source is checked by its row of kinds, and each DNS name looked up
 // against the cluster's DNS domain (clusterDomain, the controller's
 // --cluster-domain), which the CRD's rules cannot know.
-func (c SpecChecker) Problems(kinds providers.Kinds, clusterDomain string, xb *v1alpha1.ExternalBackend) ([]string, error) {
-	rules := specRules{ServiceName: serviceName(xb)}
+func (c Checker) Problems(kinds providers.Kinds, clusterDomain string, xb *v1alpha1.ExternalBackend) ([]string, error) {
+	rules := specRules{ServiceName: ServiceName(xb)}
 	if xb.Spec.DrainPeriod != nil {
 		rules.DrainPeriod = int64(xb.Spec.DrainPeriod.Duration)
 	}
@@ -71,9 +73,9 @@ func (c SpecChecker) Problems(kinds providers.Kinds, clusterDomain string, xb *v
 	return append(msgs, lookupNameChecks(clusterDomain, xb)...), nil
 }
 
-// validateSpec returns an error naming the field and the fix, or nil: the
-// problems c finds, in one message.
-func validateSpec(c SpecChecker, kinds providers.Kinds, clusterDomain string, xb *v1alpha1.ExternalBackend) error {
+// Err returns an error naming the field and the fix, or nil: the problems
+// c finds, in one message.
+func (c Checker) Err(kinds providers.Kinds, clusterDomain string, xb *v1alpha1.ExternalBackend) error {
 	msgs, err := c.Problems(kinds, clusterDomain, xb)
 	if err != nil || len(msgs) == 0 {
 		return err
@@ -111,4 +113,13 @@ func lookupNameChecks(clusterDomain string, xb *v1alpha1.ExternalBackend) []stri
 		}
 	}
 	return msgs
+}
+
+// ServiceName is the name of xb's Service: spec.service.name, or else the
+// backend's own.
+func ServiceName(xb *v1alpha1.ExternalBackend) string {
+	if xb.Spec.Service.Name != "" {
+		return xb.Spec.Service.Name
+	}
+	return xb.Name
 }
