@@ -77,26 +77,26 @@ type Candidates struct {
 // Normalize is the first half of the decision: the sources' answers
 // normalised under the deny lists, the spec's families and ports, and
 // limited to the families the cluster serves.
-func Normalize(in Inputs) Candidates {
-	current, dropped := publish.Normalize(in.Sources.Results, in.policy())
+func Normalize(inputs Inputs) Candidates {
+	current, dropped := publish.Normalize(inputs.Sources.Results, inputs.policy())
 	answered := sets.New[string]()
 	for _, e := range current {
 		answered.Insert(e.Address)
 	}
-	served := func(t discoveryv1.AddressType) bool { return in.Served.Has(corev1.IPFamily(t)) }
+	served := func(t discoveryv1.AddressType) bool { return inputs.Served.Has(corev1.IPFamily(t)) }
 	current, notServed := publish.OnlyServed(current, served)
 	return Candidates{Endpoints: current, Dropped: dropped, NotServed: notServed, answered: answered}
 }
 
 // policy is what normalisation allows for the backend.
-func (in Inputs) policy() publish.Policy {
+func (inputs Inputs) policy() publish.Policy {
 	return publish.Policy{
-		AddressTypes:   in.Backend.Spec.AddressTypes,
-		DeniedPrefixes: in.Config.DeniedPrefixes,
-		DeniedNames:    in.Config.DeniedNames,
-		ClusterDomain:  in.Config.ClusterDomain,
-		Cluster:        in.Cluster,
-		Ports:          in.Backend.Spec.Service.Ports,
+		AddressTypes:   inputs.Backend.Spec.AddressTypes,
+		DeniedPrefixes: inputs.Config.DeniedPrefixes,
+		DeniedNames:    inputs.Config.DeniedNames,
+		ClusterDomain:  inputs.Config.ClusterDomain,
+		Cluster:        inputs.Cluster,
+		Ports:          inputs.Backend.Spec.Service.Ports,
 	}
 }
 
@@ -118,11 +118,11 @@ func limitEndpoints(most int, eps []publish.Endpoint, draining []v1alpha1.Draini
 
 // onlyOf is the drain records of draining whose endpoint is in eps.
 func onlyOf(draining []v1alpha1.DrainingEndpoint, eps []publish.Endpoint) []v1alpha1.DrainingEndpoint {
-	in := sets.New[string]()
+	kept := sets.New[string]()
 	for _, e := range eps {
-		in.Insert(e.Address)
+		kept.Insert(e.Address)
 	}
-	return slices.DeleteFunc(slices.Clone(draining), func(d v1alpha1.DrainingEndpoint) bool { return !in.Has(d.Address) })
+	return slices.DeleteFunc(slices.Clone(draining), func(d v1alpha1.DrainingEndpoint) bool { return !kept.Has(d.Address) })
 }
 
 // familyCounts reads "IPv4 120, IPv6 3", families in order.

@@ -107,42 +107,42 @@ type Publication struct {
 }
 
 // Decide works out what to publish from what the sources said (through
-// in.Candidates) and what is published: vanished endpoints draining,
+// inputs.Candidates) and what is published: vanished endpoints draining,
 // limited to --max-endpoints-per-backend, and, while the coalescing window
 // holds a provider change back, what is published now. It returns the
 // memory to keep once the publication is written.
-func Decide(in Inputs, mem Memory) (Publication, Memory) {
-	xb := in.Backend
-	recorded := publish.SourcesFromSlices(in.Published)
-	withdrawn := in.withdrawn(recorded)
+func Decide(inputs Inputs, mem Memory) (Publication, Memory) {
+	xb := inputs.Backend
+	recorded := publish.SourcesFromSlices(inputs.Published)
+	withdrawn := inputs.withdrawn(recorded)
 	// Status lists the first drains only, and its patch may fail: the
 	// slices record every drain start. The memory keeps the ones this
 	// process started, since the cache may not show its last slice write yet.
-	draining := mergeDrains(mem.Drains, publish.DrainsFromSlices(in.Published), xb.Status.Draining)
+	draining := mergeDrains(mem.Drains, publish.DrainsFromSlices(inputs.Published), xb.Status.Draining)
 	drained := publish.Drain(publish.DrainInput{
-		Current:      in.Candidates.Endpoints,
-		Published:    publish.FromSlices(in.Published),
+		Current:      inputs.Candidates.Endpoints,
+		Published:    publish.FromSlices(inputs.Published),
 		Draining:     draining,
-		Now:          in.Now,
-		Period:       drainPeriod(xb, in.Config.DefaultDrainPeriod),
-		HoldVanished: publish.HeldForUnknown(in.Sources.Unknown, recorded),
+		Now:          inputs.Now,
+		Period:       drainPeriod(xb, inputs.Config.DefaultDrainPeriod),
+		HoldVanished: publish.HeldForUnknown(inputs.Sources.Unknown, recorded),
 		Withdrawn:    withdrawn,
 	})
 	next := Memory{Drains: drained.Draining, Burst: mem.Burst}
 	pub := Publication{
 		Endpoints:    drained.Endpoints,
-		Dropped:      in.Candidates.Dropped,
+		Dropped:      inputs.Candidates.Dropped,
 		Draining:     drained.Draining,
-		NotServed:    in.Candidates.NotServed,
-		Sources:      publish.Attribute(in.Sources.Results, in.Sources.Unknown, recorded),
+		NotServed:    inputs.Candidates.NotServed,
+		Sources:      publish.Attribute(inputs.Sources.Results, inputs.Sources.Unknown, recorded),
 		RequeueAfter: drained.NextExpiry,
-		Families:     servedFamilies(xb.Spec.AddressTypes, in.Served),
+		Families:     servedFamilies(xb.Spec.AddressTypes, inputs.Served),
 	}
 	// Bounded before the coalescing window's fingerprint, so that
 	// endpoints coming and going among those left out hold nothing back.
-	pub.Endpoints, pub.Draining, pub.Limit = limitEndpoints(in.Config.MaxEndpointsPerBackend, pub.Endpoints, pub.Draining)
-	if wait, hold := holdBack(in, &next.Burst, pub.Endpoints); hold {
-		pub.Endpoints = slices.DeleteFunc(publish.FromSlices(in.Published), withdrawn)
+	pub.Endpoints, pub.Draining, pub.Limit = limitEndpoints(inputs.Config.MaxEndpointsPerBackend, pub.Endpoints, pub.Draining)
+	if wait, hold := holdBack(inputs, &next.Burst, pub.Endpoints); hold {
+		pub.Endpoints = slices.DeleteFunc(publish.FromSlices(inputs.Published), withdrawn)
 		pub.Draining = draining
 		pub.Sources = recorded
 		pub.Held = true
@@ -157,15 +157,15 @@ func Decide(in Inputs, mem Memory) (Publication, Memory) {
 // not be published any more, whatever the drain period or the coalescing
 // window say: the addresses of refused sources, those dropped this pass
 // (an allowedCIDRs narrowed), and anything the deny list refuses now.
-func (in Inputs) withdrawn(recorded publish.Attribution) func(publish.Endpoint) bool {
-	pol := in.policy()
+func (inputs Inputs) withdrawn(recorded publish.Attribution) func(publish.Endpoint) bool {
+	pol := inputs.policy()
 	leaving := sets.New[string]()
-	for _, d := range in.Candidates.Dropped {
+	for _, d := range inputs.Candidates.Dropped {
 		leaving.Insert(publish.CanonicalAddress(d.Address))
 	}
-	src := in.Sources
+	src := inputs.Sources
 	return func(e publish.Endpoint) bool {
-		return !in.Candidates.answered.Has(e.Address) &&
+		return !inputs.Candidates.answered.Has(e.Address) &&
 			(src.Withdrawn.Has(e.Address) || slices.ContainsFunc(recorded[e.Address], src.Refused.Has) ||
 				leaving.Has(e.Address) || pol.Denies(e) != "" || !src.MayPublish(e))
 	}
@@ -174,13 +174,13 @@ func (in Inputs) withdrawn(recorded publish.Attribution) func(publish.Endpoint) 
 // holdBack asks the coalescing window whether a provider change to eps
 // must wait, and for how long, updating burst. A spec change not yet
 // handled goes out at once.
-func holdBack(in Inputs, burst *coalesce.State, eps []publish.Endpoint) (time.Duration, bool) {
-	if !in.Config.Coalesce.Enabled() {
+func holdBack(inputs Inputs, burst *coalesce.State, eps []publish.Endpoint) (time.Duration, bool) {
+	if !inputs.Config.Coalesce.Enabled() {
 		// Off: not even the fingerprint, a hash of every endpoint, is needed.
 		return 0, false
 	}
-	specChanged := in.Backend.Generation != in.Backend.Status.ObservedGeneration
-	d := in.Config.Coalesce.Decide(burst, publish.Fingerprint(eps), in.Now, specChanged)
+	specChanged := inputs.Backend.Generation != inputs.Backend.Status.ObservedGeneration
+	d := inputs.Config.Coalesce.Decide(burst, publish.Fingerprint(eps), inputs.Now, specChanged)
 	return d.Wait, !d.Publish
 }
 

@@ -79,33 +79,38 @@ func copyContent(endpoints []discoveryv1.Endpoint, ports []discoveryv1.EndpointP
 	return held.Endpoints, held.Ports
 }
 
-// keepContent records the content of slices as they are now (written by us,
-// or read past the cache), in the record of the backend their label names.
+// keepContent records the content of slices as they are now (read past
+// the cache), in the record of the backend their label names.
 func (s *Store) keepContent(slices ...*discoveryv1.EndpointSlice) {
 	for _, sl := range slices {
-		key, ok := BackendKey(sl)
-		if !ok {
-			continue
+		if key, ok := BackendKey(sl); ok {
+			c := contentOf(sl)
+			s.update(key, func(b *record) { b.keepContent(sl.Name, c) })
 		}
-		c := contentOf(sl)
-		s.update(key, func(b *record) {
-			if b.contents == nil {
-				b.contents = map[string]content{}
-			}
-			b.contents[sl.Name] = c
-		})
 	}
+}
+
+// keepContent records c as the content of the backend's slice name.
+func (b *record) keepContent(name string, c content) {
+	if b.contents == nil {
+		b.contents = map[string]content{}
+	}
+	b.contents[name] = c
 }
 
 // forgetContent drops what is kept of a slice that is gone: o is the slice
 // as deleted (by us or by anyone).
 func (s *Store) forgetContent(o client.Object) {
 	if key, ok := BackendKey(o); ok {
-		s.lookup(key, func(b *record) {
-			if c, ok := b.contents[o.GetName()]; ok && c.uid == o.GetUID() {
-				delete(b.contents, o.GetName())
-			}
-		})
+		s.lookup(key, func(b *record) { b.forgetContent(o) })
+	}
+}
+
+// forgetContent drops what the backend's record keeps of the slice o, as
+// deleted, unless a slice of its name made since is kept.
+func (b *record) forgetContent(o client.Object) {
+	if c, ok := b.contents[o.GetName()]; ok && c.uid == o.GetUID() {
+		delete(b.contents, o.GetName())
 	}
 }
 

@@ -70,28 +70,34 @@ func (s *Store) Wrote(o client.Object, kind Kind, deleted bool) {
 	if !ok {
 		return
 	}
-	s.update(key, func(b *record) { b.ledger.wrote(o, deleted) })
-	if deleted {
-		s.forgetContent(o)
-		return
+	sl, whole := o.(*discoveryv1.EndpointSlice)
+	var c content
+	if whole && !deleted {
+		// Copied outside the lock.
+		c = contentOf(sl)
 	}
-	s.returned(key, o, kind)
-	if sl, ok := o.(*discoveryv1.EndpointSlice); ok {
-		s.keepContent(sl)
-	}
+	s.update(key, func(b *record) {
+		b.ledger.wrote(o, deleted)
+		if deleted {
+			b.forgetContent(o)
+			return
+		}
+		b.returned(o, kind)
+		if whole {
+			b.keepContent(o.GetName(), c)
+		}
+	})
 }
 
 // returned records the UID and generation a create or update of o gave
 // it, in the entry Writing made, unless its event has already ended that
 // entry.
-func (s *Store) returned(key types.NamespacedName, o client.Object, kind Kind) {
+func (b *record) returned(o client.Object, kind Kind) {
 	id := written{kind, o.GetName()}
-	s.lookup(key, func(b *record) {
-		if last, ok := b.echoes[id]; ok && !last.deleted {
-			last.returned, last.uid, last.generation = true, o.GetUID(), o.GetGeneration()
-			b.echoes[id] = last
-		}
-	})
+	if last, ok := b.echoes[id]; ok && !last.deleted {
+		last.returned, last.uid, last.generation = true, o.GetUID(), o.GetGeneration()
+		b.echoes[id] = last
+	}
 }
 
 // echo tells whether an event shows what our last write of o left. A
