@@ -103,11 +103,11 @@ manifests: controller-gen ## Generate the CRD and RBAC into config/, and copy th
 	$(CONTROLLER_GEN) crd rbac:roleName=manager-role paths="./api/...;./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@# The chart renders these copies (templates/crds.yaml, templates/clusterrole.yaml,
-	@# templates/tenant-roles.yaml),
+	@# templates/tenant-roles.yaml, templates/metrics-reader.yaml),
 	@# so its CRD and ClusterRoles are always the generated and kustomize base's ones.
 	rm -f $(CHART_FILES)/crds/*.yaml
 	cp -f config/crd/bases/*.yaml $(CHART_FILES)/crds/
-	cp -f config/rbac/role.yaml config/rbac/tenant_view_role.yaml config/rbac/tenant_edit_role.yaml $(CHART_FILES)/rbac/
+	cp -f config/rbac/role.yaml config/rbac/tenant_view_role.yaml config/rbac/tenant_edit_role.yaml config/rbac/metrics_reader_role.yaml $(CHART_FILES)/rbac/
 
 ##@ Check
 

@@ -58,7 +58,9 @@ type ProviderOptions struct {
 
 // Bind registers the flags on fs.
 func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
-	fs.StringVar(&f.manager.MetricsBindAddress, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	fs.StringVar(&f.manager.MetricsBindAddress, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	fs.BoolVar(&f.manager.MetricsSecure, "metrics-secure", true, "serve the metrics over HTTPS, each scrape authenticated (TokenReview) and authorized (SubjectAccessReview: get on the /metrics path, which the metrics-reader ClusterRole grants); false serves plain HTTP to anyone who reaches the port")
+	fs.StringVar(&f.manager.MetricsCertDir, "metrics-cert-dir", "", "directory with the metrics endpoint's certificate and key (tls.crt, tls.key; reloaded when they change), for example a cert-manager Certificate's Secret mounted; empty serves a self-signed certificate")
 	fs.StringVar(&f.manager.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address the /healthz and /readyz probes bind to")
 	fs.BoolVar(&f.manager.LeaderElection, "leader-elect", false, "elect a leader so that only one replica reconciles at a time")
 	fs.IntVar(&f.manager.Concurrency, "concurrent", controllers.DefaultConcurrency, "how many ExternalBackends are reconciled at once; one more worker is kept for a namespace that runs none")

@@ -221,15 +221,16 @@ func TestCRDIsTheGeneratedOne(t *testing.T) {
 
 // TestClusterRoleIsTheGeneratedOne checks that the controller's ClusterRole
 // grants exactly the rules controller-gen generates from the controller's
-// markers; with tenantRoles.create=false it is the only ClusterRole (the
-// tenants' roles are tested in test/e2e/tenantroles).
+// markers; with tenantRoles.create=false and metrics.secure=false it is
+// the only ClusterRole (the tenants' roles are tested in
+// test/e2e/tenantroles, the metrics reader in TestSecureMetrics).
 func TestClusterRoleIsTheGeneratedOne(t *testing.T) {
 	var want, got rbacv1.ClusterRole
 	readYAML(t, "config/rbac/role.yaml", &want)
-	if n := len(ofKind(render(t, nil), "ClusterRole")); n != 3 {
-		t.Errorf("%d ClusterRoles rendered, want the controller's and the tenants' view and edit", n)
+	if n := len(ofKind(render(t, nil), "ClusterRole")); n != 4 {
+		t.Errorf("%d ClusterRoles rendered, want the controller's, the tenants' view and edit and the metrics reader", n)
 	}
-	typed(t, render(t, map[string]any{"tenantRoles": map[string]any{"create": false}}), "ClusterRole", &got)
+	typed(t, render(t, map[string]any{"tenantRoles": map[string]any{"create": false}, "metrics": map[string]any{"secure": false}}), "ClusterRole", &got)
 	if !reflect.DeepEqual(got.Rules, want.Rules) {
 		t.Errorf("ClusterRole rules\n%v\nwant those of config/rbac/role.yaml\n%v\n(run `make manifests`)", got.Rules, want.Rules)
 	}

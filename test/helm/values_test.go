@@ -305,7 +305,8 @@ func TestPodMonitor(t *testing.T) {
 		t.Errorf("PodMonitor selects %v, want the controller Pods %v", selector, d.Spec.Selector.MatchLabels)
 	}
 	endpoints, _, _ := unstructured.NestedSlice(pm[0].Object, "spec", "podMetricsEndpoints")
-	want := []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s", "honorLabels": true}}
+	want := []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s", "honorLabels": true,
+		"scheme": "https", "authorization": scraperToken, "tlsConfig": map[string]any{"insecureSkipVerify": true}}}
 	if !reflect.DeepEqual(endpoints, want) {
 		t.Errorf("podMetricsEndpoints %v, want %v", endpoints, want)
 	}

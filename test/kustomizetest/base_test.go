@@ -60,9 +60,9 @@ func TestDefaultHoldsTheInstall(t *testing.T) {
 	}
 	want := map[string]int{
 		"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1,
-		// The controller's ClusterRole and the tenants' view and edit
-		// (test/e2e/tenantroles).
-		"ClusterRole": 3, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2,
+		// The controller's ClusterRole, the tenants' view and edit
+		// (test/e2e/tenantroles) and the metrics reader.
+		"ClusterRole": 4, "ClusterRoleBinding": 1, "Role": 2, "RoleBinding": 2,
 		"Service": 1, "Deployment": 1,
 	}
 	if !maps.Equal(got, want) {

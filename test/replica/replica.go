@@ -98,6 +98,23 @@ func (r *Replica) pickPorts() {
 	r.readyURL = "http://" + r.readyAddr + "/readyz"
 }
 
+// secureMetrics caches, by binary, whether its metrics are secure by
+// default (it has --metrics-secure).
+var secureMetrics sync.Map
+
+// servesSecureMetrics tells whether the controller binary bin has
+// --metrics-secure, from its help.
+func servesSecureMetrics(bin string) bool {
+	if v, ok := secureMetrics.Load(bin); ok {
+		secure, _ := v.(bool)
+		return secure
+	}
+	help, _ := exec.Command(bin, "controller", "--help").CombinedOutput()
+	secure := strings.Contains(string(help), "--metrics-secure")
+	secureMetrics.Store(bin, secure)
+	return secure
+}
+
 // startAttempts bounds how often start picks new ports after a child
 // found one taken by another process between the pick and its bind.
 const startAttempts = 3
@@ -134,6 +151,12 @@ func (r *Replica) startOnce() error {
 	args := append(slices.Clone(r.args),
 		"--metrics-bind-address", r.metricsAddr,
 		"--health-probe-bind-address", r.readyAddr)
+	if servesSecureMetrics(r.Bin) {
+		// Plain HTTP on the loopback: the tests read the metrics without
+		// a token (test/helm/install checks the secure default). A
+		// release before it serves plain HTTP, and knows no such flag.
+		args = append(args, "--metrics-secure=false")
+	}
 	cmd := exec.Command(r.Bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Static credentials as a Pod's environment gives them; no shared

@@ -44,13 +44,14 @@ func listenAddrs(t *testing.T) (health, metrics string) {
 }
 
 // startBinary runs `backendslice controller` with the administrator's
-// kubeconfig unless args name another, its probes and metrics on free
-// ports, and the environment of this process plus vars.
+// kubeconfig unless args name another, its probes and metrics (plain HTTP:
+// test/helm/install checks the secure default) on free ports, and the
+// environment of this process plus vars.
 func startBinary(t *testing.T, name string, vars []string, args ...string) *controller {
 	t.Helper()
 	health, metrics := listenAddrs(t)
 	all := append([]string{"controller", "--zap-log-level=info",
-		"--health-probe-bind-address=" + health, "--metrics-bind-address=" + metrics}, args...)
+		"--health-probe-bind-address=" + health, "--metrics-bind-address=" + metrics, "--metrics-secure=false"}, args...)
 	if !strings.Contains(strings.Join(args, " "), "--kubeconfig") {
 		all = append(all, "--kubeconfig="+env.kubeconfig)
 	}

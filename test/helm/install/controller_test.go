@@ -38,6 +38,9 @@ const (
 	childKubeconfigEnv = "BACKENDSLICE_HELMTEST_KUBECONFIG"
 	// childLeaseNamespaceEnv is where it keeps its leader election lease.
 	childLeaseNamespaceEnv = "BACKENDSLICE_HELMTEST_LEASE_NAMESPACE"
+	// childMetricsAddressEnv is where it serves its metrics, over HTTPS
+	// for tokens the API server authorizes, as by default.
+	childMetricsAddressEnv = "BACKENDSLICE_HELMTEST_METRICS_ADDRESS"
 	// podNamespaceEnv is the controller's own namespace, the only one whose
 	// Secrets it reads: the chart sets it from the downward API, and the
 	// parent sets it to the namespace whose Role grants them.
@@ -111,7 +114,8 @@ func runController(kubeconfig, leaseNamespace string) error {
 		return err
 	}
 	mgr, err := controllers.NewManager(cfg, controllers.ManagerOptions{
-		MetricsBindAddress:      "0",
+		MetricsBindAddress:      os.Getenv(childMetricsAddressEnv),
+		MetricsSecure:           true,
 		HealthProbeBindAddress:  "0",
 		LeaderElection:          true,
 		LeaderElectionNamespace: leaseNamespace,
@@ -153,6 +157,8 @@ type controllerProcess struct {
 	cmd    *exec.Cmd
 	output lockedBuffer
 	exited chan struct{}
+	// metrics is the address of its metrics endpoint.
+	metrics string
 
 	mu      sync.Mutex
 	refused []request
@@ -164,10 +170,11 @@ type controllerProcess struct {
 // until the test ends. env adds to the child's environment.
 func startController(t *testing.T, id identity, namespace string, env ...string) *controllerProcess {
 	t.Helper()
-	p := &controllerProcess{exited: make(chan struct{})}
+	p := &controllerProcess{exited: make(chan struct{}), metrics: freeAddress(t)}
 	p.cmd = exec.Command(os.Args[0])
 	p.cmd.Env = append(os.Environ(),
 		childKubeconfigEnv+"="+framework.WriteKubeconfig(t, id.config()),
+		childMetricsAddressEnv+"="+p.metrics,
 		childLeaseNamespaceEnv+"="+namespace,
 		podNamespaceEnv+"="+namespace)
 	p.cmd.Env = append(p.cmd.Env, env...)

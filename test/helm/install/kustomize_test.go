@@ -31,9 +31,10 @@ import (
 // the kustomize library) to the API server as `kubectl apply -k` would, and
 // runs the controller binary (cmd/backendslice, built from this checkout)
 // with the Deployment's arguments and environment, under the base's
-// ServiceAccount and RBAC: it answers its probes, takes its lease, makes a
-// backend Ready through a BackendProvider, reads Secrets in its namespace
-// alone, is refused nothing, and stops on SIGTERM.
+// ServiceAccount and RBAC: it answers its probes, serves its metrics over
+// HTTPS to a token bound to the base's metrics-reader ClusterRole alone,
+// takes its lease, makes a backend Ready through a BackendProvider, reads
+// Secrets in its namespace alone, is refused nothing, and stops on SIGTERM.
 func TestKustomizeBase(t *testing.T) {
 	objs, err := kustomizetest.BuildDefault()
 	if err != nil {
@@ -64,7 +65,9 @@ func runDeployment(t *testing.T, bin string, objs []*unstructured.Unstructured) 
 		for _, probe := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
 			ctl.waitOK(t, ctl.health, probe.HTTPGet.Path)
 		}
-		ctl.waitOK(t, ctl.metrics, "/metrics")
+	})
+	t.Run("its metrics answer only a token the metrics-reader role is bound to", func(t *testing.T) {
+		checkMetricsAccess(t, ctl.metrics, metricsReader(t, objs))
 	})
 	t.Run("it leads and makes a backend Ready", func(t *testing.T) {
 		backends := framework.Namespace(t)
@@ -190,6 +193,12 @@ func localAddress(t *testing.T, args []string, flag string, c corev1.Container, 
 	if _, got, _ := net.SplitHostPort(bound); got != strconv.Itoa(want) {
 		t.Errorf("%s=%s, but the container's port %s is %d", flag, bound, port.String(), want)
 	}
+	return freeAddress(t)
+}
+
+// freeAddress is an address on the loopback that no one listens on now.
+func freeAddress(t *testing.T) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -2,10 +2,12 @@ package install
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -19,6 +21,9 @@ type need struct {
 	scenario *scenario
 	// env adds to the controller's environment.
 	env []string
+	// act makes the request, once the scenario has begun, where the
+	// scenario alone does not (a scrape of the metrics); nil for none.
+	act func(t *testing.T, r *refusedRun)
 	// shows checks, once the request has been refused, what the refusal did
 	// to the scenario; nil when the refusal is all there is to see.
 	shows func(t *testing.T, r *refusedRun)
@@ -30,6 +35,9 @@ type refusedRun struct {
 	xb             *v1alpha1.ExternalBackend
 	leaseNamespace string
 	controller     *controllerProcess
+	// scraped is the status of act's scrape of the metrics, and its body.
+	scraped     int
+	scrapedBody string
 }
 
 // xbGroup is the API group of ExternalBackends.
@@ -88,6 +96,10 @@ var needs = map[request]need{
 	// with --deny-pod-cidrs (on by default, and in the child).
 	{"list", "", "nodes"}:  {scenario: &podRange, env: []string{noWatchList}, shows: neverReconciled},
 	{"watch", "", "nodes"}: {scenario: &podRange},
+	// The metrics endpoint asks the API server who scrapes, and whether
+	// they may.
+	{"create", "authentication.k8s.io", "tokenreviews"}:        {scenario: &core, act: scrapeAsReader, shows: scrapeFailed},
+	{"create", "authorization.k8s.io", "subjectaccessreviews"}: {scenario: &core, act: scrapeAsReader, shows: scrapeFailed},
 }
 
 // unexercised are requests the chart grants, because the controller's RBAC
@@ -131,6 +143,9 @@ func TestEachRuleIsNeeded(t *testing.T) {
 			id := grant(t, ns, without(cluster, drop), without(namespaced, drop))
 			p := startController(t, id, ns, n.env...)
 			r := &refusedRun{req: req, leaseNamespace: ns, controller: p, xb: n.scenario.begin(t, ns, ns)}
+			if n.act != nil {
+				n.act(t, r)
+			}
 			p.waitRefused(t, req)
 			if n.shows != nil {
 				n.shows(t, r)
@@ -147,6 +162,30 @@ func TestEachRuleIsNeeded(t *testing.T) {
 			t.Errorf("refused %s (%s)", r, unexercised[r])
 		}
 	})
+}
+
+// scrapeAsReader scrapes the controller's metrics with the token of a
+// ServiceAccount bound to a ClusterRole of the metrics reader's rule, once
+// the endpoint answers at all.
+func scrapeAsReader(t *testing.T, r *refusedRun) {
+	t.Helper()
+	reader := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: r.leaseNamespace + "-metrics-reader"}, Rules: []rbacv1.PolicyRule{metricsReaderRule}}
+	framework.Create(t, reader)
+	token := scraperToken(t, r.leaseNamespace, "prometheus", reader.Name)
+	framework.Eventually(t, framework.Timeout, "the metrics endpoint answering", func() error {
+		var err error
+		r.scraped, r.scrapedBody, err = scrape(r.controller.metrics, token)
+		return err
+	})
+}
+
+// scrapeFailed shows a scrape with a token the metrics reader is bound to
+// failing (500, no metrics): the controller could not ask the API server.
+func scrapeFailed(t *testing.T, r *refusedRun) {
+	t.Helper()
+	if r.scraped != http.StatusInternalServerError || strings.Contains(r.scrapedBody, "backendslice_") {
+		t.Errorf("a reader's scrape answered %d %q, want 500 and no metrics", r.scraped, r.scrapedBody)
+	}
 }
 
 // subtestName names a request in a form that also makes a namespace name.
