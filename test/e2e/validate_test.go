@@ -206,6 +206,13 @@ func differentialCases(t *testing.T, ns string) []diffCase {
 	return cases
 }
 
+// validateOptions are the options of validate for namespace ns, with the
+// tests' controller configuration.
+func validateOptions(ns string) validate.Options {
+	cfg := framework.TestConfig()
+	return validate.Options{Namespace: ns, Decision: cfg.Decision(), AllowSourcesWithoutProvider: cfg.AllowSourcesWithoutProvider}
+}
+
 // TestValidateAgreesWithAdmission: every case gets the same verdict,
 // reason and causes from validate as from the API server, and together the
 // cases reach every x-kubernetes-validations rule of the CRDs: a rule
@@ -213,7 +220,7 @@ func differentialCases(t *testing.T, ns string) []diffCase {
 func TestValidateAgreesWithAdmission(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	v, err := validate.New(validate.Options{Namespace: ns, Config: framework.TestConfig()})
+	v, err := validate.New(validateOptions(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,7 +621,7 @@ func FuzzValidateAgainstAdmission(f *testing.F) {
 		f.Add(uint8(i%len(fuzzTemplates)), s[0], s[1])
 		f.Add(uint8((i+1)%len(fuzzTemplates)), s[1], s[0])
 	}
-	v, err := validate.New(validate.Options{Namespace: "default", Config: framework.TestConfig()})
+	v, err := validate.New(validateOptions("default"))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -657,7 +664,7 @@ func TestValidateAgreesWithTheController(t *testing.T) {
 	refused := staticBackend(ns, "refused", "192.0.2.10")
 	refused.Spec.Sources[0].ProviderRef = &v1alpha1.ProviderReference{Name: provider.Name}
 	denied := staticBackend(ns, "denied", "192.0.2.10", "fd00:ec2::254")
-	v, err := validate.New(validate.Options{Namespace: ns, Config: framework.TestConfig()})
+	v, err := validate.New(validateOptions(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
