@@ -23,6 +23,7 @@ import (
 	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/internal/eventbudget"
 	"github.com/backendslice/backendslice/internal/fairshare"
+	"github.com/backendslice/backendslice/internal/watchdog"
 	"github.com/backendslice/backendslice/probe"
 	"github.com/backendslice/backendslice/providers"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -103,9 +104,56 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// NewManager builds a manager running the ExternalBackend controller. The
-// binary, the demo and the end-to-end tests all run this same wiring.
+// NewManager builds a manager running the ExternalBackend controller and
+// the BackendProvider status controller. The binary, the demo and the
+// end-to-end tests all run this same wiring, in steps: the client's fair
+// limiter, the manager, the parts both controllers share, then each
+// controller.
 func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
+	cfg, clientLimiter := withFairLimiter(cfg, opts)
+	mgr, err := newControllerManager(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	w, err := addSharedParts(mgr, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	rcfg := reconcilerConfig(opts, cfg.QPS)
+	if err := w.addExternalBackendController(rcfg, cmp.Or(opts.Concurrency, DefaultConcurrency), clientLimiter); err != nil {
+		return nil, err
+	}
+	if err := w.addBackendProviderController(rcfg.Namespace, opts.ProviderChecks); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(stopProviders(opts.Providers, w.waker)); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// withFairLimiter is cfg with the request limits of opts, when they set
+// any, and the fair limiter it then takes them from (the work queue tells
+// it who waits); else cfg as it is, and no limiter.
+func withFairLimiter(cfg *rest.Config, opts ManagerOptions) (*rest.Config, *fairshare.RateLimiter) {
+	if opts.KubeAPIQPS == 0 && opts.KubeAPIBurst == 0 {
+		return cfg, nil
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS = cmp.Or(opts.KubeAPIQPS, cfg.QPS)
+	cfg.Burst = cmp.Or(opts.KubeAPIBurst, cfg.Burst)
+	// One limiter for every client made from cfg (the cache's and the
+	// client's; the lease and Events have their own), shared between
+	// namespaces in turn so that one tenant's writes do not queue
+	// everyone else's.
+	limiter := fairshare.NewRateLimiter(cfg.QPS, cfg.Burst)
+	cfg.RateLimiter = limiter
+	return cfg, limiter
+}
+
+// newControllerManager is controller-runtime's manager for opts: the
+// scheme, the cache, the metrics and probe servers, and leader election.
+func newControllerManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
@@ -113,20 +161,6 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	cacheOpts, err := externalbackend.CacheOptions(opts.Config.Namespace)
 	if err != nil {
 		return nil, err
-	}
-	// clientLimiter is the fair limiter of the clients' requests, when
-	// the options set one; the work queue tells it who waits.
-	var clientLimiter *fairshare.RateLimiter
-	if opts.KubeAPIQPS != 0 || opts.KubeAPIBurst != 0 {
-		cfg = rest.CopyConfig(cfg)
-		cfg.QPS = cmp.Or(opts.KubeAPIQPS, cfg.QPS)
-		cfg.Burst = cmp.Or(opts.KubeAPIBurst, cfg.Burst)
-		// One limiter for every client made from cfg (the cache's and the
-		// client's; the lease and Events have their own), shared between
-		// namespaces in turn so that one tenant's writes do not queue
-		// everyone else's.
-		clientLimiter = fairshare.NewRateLimiter(cfg.QPS, cfg.Burst)
-		cfg.RateLimiter = clientLimiter
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -152,71 +186,105 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	reg := opts.MetricsRegistry
-	if reg == nil {
-		reg = ctrlmetrics.Registry
+	return mgr, nil
+}
+
+// sharedParts are what both controllers are built with: the manager, the
+// registry their metrics go to, the providers (their calls counted), the
+// prober and the waker it and push providers wake backends through, the
+// stuck-reconcile watchdog and the Event recorder.
+type sharedParts struct {
+	mgr       ctrl.Manager
+	reg       prometheus.Registerer
+	providers *providers.Registry
+	prober    *probe.Prober
+	waker     *externalbackend.ChannelWaker
+	watchdog  *watchdog.Watchdog
+	events    events.EventRecorder
+}
+
+// addSharedParts adds to mgr the runnables both controllers rely on (the
+// prober, the health checks, the sending of Events) and returns them.
+func addSharedParts(mgr ctrl.Manager, cfg *rest.Config, opts ManagerOptions) (*sharedParts, error) {
+	w := &sharedParts{mgr: mgr, reg: opts.MetricsRegistry}
+	if opts.MetricsRegistry == nil {
+		w.reg = ctrlmetrics.Registry
 	}
-	metrics, err := newMetrics(reg)
-	if err != nil {
+	var err error
+	if w.providers, err = observedProviders(w.reg, opts.Providers); err != nil {
 		return nil, err
 	}
-	bpMetrics, err := backendprovider.NewMetrics(reg)
-	if err != nil {
-		return nil, fmt.Errorf("registering the BackendProvider metrics: %w", err)
-	}
-	provs, err := observedProviders(reg, opts.Providers)
-	if err != nil {
+	if w.prober, w.waker, err = addProber(mgr, opts, w.reg); err != nil {
 		return nil, err
 	}
-	prober, waker, err := addProber(mgr, opts, reg)
-	if err != nil {
+	if w.watchdog, err = addHealthChecks(mgr, opts.StuckReconcileTimeout); err != nil {
 		return nil, err
 	}
+	if w.events, err = addEventRecorder(mgr, cfg, mgr.GetScheme(), w.reg); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// reconcilerConfig is the ExternalBackend reconciler's configuration of
+// opts, its defaults filled, for a client of qps requests a second.
+func reconcilerConfig(opts ManagerOptions, qps float32) externalbackend.Config {
 	rcfg := withDefaults(opts.Config)
-	if rcfg.StatusCatchUpRate == 0 && cfg.QPS > 0 {
+	if rcfg.StatusCatchUpRate == 0 && qps > 0 {
 		// Status catch-ups take at most half the client's rate: the other
 		// half, and the burst, stay free for changes.
-		rcfg.StatusCatchUpRate = float64(cfg.QPS) / 2
+		rcfg.StatusCatchUpRate = float64(qps) / 2
 	}
 	// Leader election makes this process the one writer of our slices.
 	rcfg.SoleWriter = rcfg.SoleWriter || opts.LeaderElection
-	dog, err := addHealthChecks(mgr, opts.StuckReconcileTimeout)
+	return rcfg
+}
+
+// addExternalBackendController sets up the ExternalBackend controller on
+// w's manager with rcfg and workers, its requests told to clientLimiter
+// (nil when the client has another limiter).
+func (w *sharedParts) addExternalBackendController(rcfg externalbackend.Config, workers int, clientLimiter *fairshare.RateLimiter) error {
+	metrics, err := newMetrics(w.reg)
 	if err != nil {
-		return nil, err
-	}
-	recorder, err := addEventRecorder(mgr, cfg, scheme, reg)
-	if err != nil {
-		return nil, err
+		return err
 	}
 	r := &externalbackend.Reconciler{
-		Client:        mgr.GetClient(),
-		APIReader:     mgr.GetAPIReader(),
-		Events:        recorder,
-		Providers:     provs,
+		Client:        w.mgr.GetClient(),
+		APIReader:     w.mgr.GetAPIReader(),
+		Events:        w.events,
+		Providers:     w.providers,
 		Config:        rcfg,
 		Metrics:       metrics,
-		Waker:         waker,
-		Prober:        prober,
-		Workers:       cmp.Or(opts.Concurrency, DefaultConcurrency),
+		Waker:         w.waker,
+		Prober:        w.prober,
+		Workers:       workers,
 		ClientLimiter: clientLimiter,
-		Watchdog:      dog,
+		Watchdog:      w.watchdog,
 	}
-	if err := r.SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up controller: %w", err)
+	if err := r.SetupWithManager(w.mgr); err != nil {
+		return fmt.Errorf("setting up controller: %w", err)
 	}
-	checks, err := opts.ProviderChecks.WithDefaults()
+	return nil
+}
+
+// addBackendProviderController sets up the BackendProvider status
+// controller on w's manager: it reads Secrets in namespace, and checks
+// connections as checks say.
+func (w *sharedParts) addBackendProviderController(namespace string, checks backendprovider.CheckOptions) error {
+	metrics, err := backendprovider.NewMetrics(w.reg)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("registering the BackendProvider metrics: %w", err)
 	}
-	bp := &backendprovider.Reconciler{Client: mgr.GetClient(), Namespace: rcfg.Namespace, Kinds: provs.Kinds(),
-		Checker: provs, Checks: checks, Watchdog: dog, Metrics: bpMetrics}
-	if err := bp.SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the BackendProvider status controller: %w", err)
+	checks, err = checks.WithDefaults()
+	if err != nil {
+		return err
 	}
-	if err := mgr.Add(stopProviders(opts.Providers, waker)); err != nil {
-		return nil, err
+	bp := &backendprovider.Reconciler{Client: w.mgr.GetClient(), Namespace: namespace, Kinds: w.providers.Kinds(),
+		Checker: w.providers, Checks: checks, Watchdog: w.watchdog, Metrics: metrics}
+	if err := bp.SetupWithManager(w.mgr); err != nil {
+		return fmt.Errorf("setting up the BackendProvider status controller: %w", err)
 	}
-	return mgr, nil
+	return nil
 }
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
