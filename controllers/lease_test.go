@@ -21,7 +21,6 @@ import (
 	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/internal/eventbudget"
 	"github.com/backendslice/backendslice/internal/fairshare"
-	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 )
 
@@ -71,7 +70,7 @@ func TestLeaseRenewedUnderAFlood(t *testing.T) {
 // when the test ends it is stopped and waited for.
 func startLeader(t *testing.T, cfg *rest.Config, qps int) *runningManager {
 	t.Helper()
-	reg, err := providers.NewRegistry(static.New())
+	reg, err := static.Kinds().NewRegistry(static.New())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,25 +1,26 @@
 package providers
 
 import (
-	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
-	"path"
-	"strings"
-	"time"
+	"slices"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 )
 
 // SourceKind is one row of the table of source kinds: everything the
-// controller knows about a kind outside its Provider. Adding a kind is
-// adding a row; every reader (the registry, admission, connections, the
-// status of BackendProviders, the controller's spec checks) reads the rows.
+// controller knows about a kind outside its Provider. Each kind's package
+// exports its rows (providers/<kind>.Kinds); the binary assembles the
+// table, and every reader (the registry, admission, connections, the
+// status of BackendProviders, the controller's spec checks, the flags)
+// reads the table it is given.
 type SourceKind struct {
-	// Kind is the kind's name: for the built-in kinds, the field of
-	// spec.sources[] it is set in.
+	// Kind is the kind's name: the field of spec.sources[] it is set in.
 	Kind Kind
 	// Of tells whether a source is of this kind. The first row that claims
 	// a source has it, so a row may narrow a field another row has.
@@ -55,12 +56,30 @@ type ProviderKind struct {
 	// this kind) reads, so that a changed Secret wakes what uses it. Nil:
 	// none.
 	Secrets func(bp *v1alpha1.BackendProvider) []string
-	// FlagPrefix names the controller flags (--<FlagPrefix>*) that
-	// configure the controller's own connection of this kind, the one
-	// sources without a providerRef use. The flags are bound in
-	// internal/cli, whose tests check that each prefix names flags there;
-	// "" when the kind has no connection to configure.
+	// FlagPrefix starts the name of every flag Configure binds
+	// (--<FlagPrefix>*): the settings of the controller's own connection
+	// of this kind and of its providers; "" when it binds none.
 	FlagPrefix string
+	// Configure binds the kind's flags into fs and returns how its
+	// providers are built from the values fs parses into, one for each
+	// source kind this provider kind serves.
+	Configure func(fs *pflag.FlagSet) Constructor
+}
+
+// Constructor builds the providers of one provider kind, when the
+// controller starts.
+type Constructor func(ctx context.Context, env Env) ([]Provider, error)
+
+// Env is what the controller gives every provider it builds.
+type Env struct {
+	// Waker carries the changes push providers (watches) see to the
+	// controller.
+	Waker Waker
+	// Log is the controller's logger; a provider names itself under it.
+	Log logr.Logger
+	// NamespaceWatchFloor is the least share of a watch budget a
+	// namespace is held to, for the kinds whose providers hold watches.
+	NamespaceWatchFloor int
 }
 
 // SecretReader reads one key of a Secret the platform team named in a
@@ -78,59 +97,8 @@ type Denial struct {
 	Message string
 }
 
-// Rules of the consul row: a source reading outside what the provider's
-// spec.consul.allowed* globs let it read.
-const (
-	RuleAllowedServices    = "AllowedServices"
-	RuleAllowedDatacenters = "AllowedDatacenters"
-	RuleAllowedNamespaces  = "AllowedNamespaces"
-	RuleAllowedPartitions  = "AllowedPartitions"
-)
-
 // Kinds is a table of source kinds, in the order their Of functions are asked.
 type Kinds []SourceKind
-
-// BuiltinKinds is the table of the kinds this controller has, one per
-// field of v1alpha1.Source. It is built afresh at each call: no caller can
-// change another's table.
-func BuiltinKinds() Kinds {
-	static := &ProviderKind{Name: "static", Of: func(s v1alpha1.BackendProviderSpec) bool { return s.Static != nil }}
-	dns := &ProviderKind{Name: "dns", Of: func(s v1alpha1.BackendProviderSpec) bool { return s.DNS != nil },
-		Connect: connectDNS, FlagPrefix: "dns-"}
-	consul := &ProviderKind{Name: "consul", Of: func(s v1alpha1.BackendProviderSpec) bool { return s.Consul != nil },
-		Connect: connectConsul, Secrets: consulSecrets, FlagPrefix: "consul-"}
-	aws := &ProviderKind{Name: "aws", Of: func(s v1alpha1.BackendProviderSpec) bool { return s.AWS != nil },
-		Connect: connectAWS, FlagPrefix: "aws-"}
-	// A plugin has no connection of the controller's own: its sources
-	// always name a BackendProvider (the CRD requires providerRef).
-	plugin := &ProviderKind{Name: "plugin", Of: func(s v1alpha1.BackendProviderSpec) bool { return s.Plugin != nil },
-		Connect: connectPlugin, Secrets: pluginSecrets}
-	return Kinds{
-		{Kind: KindStatic, Of: func(s v1alpha1.Source) bool { return s.Static != nil }, Provider: static},
-		{Kind: KindDNS, Of: func(s v1alpha1.Source) bool { return s.DNS != nil }, Provider: dns},
-		{Kind: KindConsul, Of: func(s v1alpha1.Source) bool { return s.Consul != nil }, Provider: consul,
-			Admit: admitConsul},
-		{Kind: KindAWSRDS, Of: func(s v1alpha1.Source) bool { return s.AWSRDS != nil }, Provider: aws,
-			Check: checkRDSSelects},
-		{Kind: KindAWSEC2, Of: func(s v1alpha1.Source) bool { return s.AWSEC2 != nil }, Provider: aws,
-			Check: checkEC2Selects},
-		// Admission refuses what selects nothing: every cache source names
-		// one cache, and the CRD has refused empty names since these kinds
-		// exist, so no stored object needs a check of the controller's.
-		{Kind: KindAWSElastiCache, Of: func(s v1alpha1.Source) bool { return s.AWSElastiCache != nil }, Provider: aws},
-		{Kind: KindAWSMemoryDB, Of: func(s v1alpha1.Source) bool { return s.AWSMemoryDB != nil }, Provider: aws},
-		{Kind: KindPlugin, Of: func(s v1alpha1.Source) bool { return s.Plugin != nil }, Provider: plugin},
-	}
-}
-
-// OrBuiltin is ks, or BuiltinKinds when ks is nil: a reader whose table
-// its caller did not set reads the built-in kinds.
-func (ks Kinds) OrBuiltin() Kinds {
-	if ks == nil {
-		return BuiltinKinds()
-	}
-	return ks
-}
 
 // Of is the row of src's kind, nil when no row claims it.
 func (ks Kinds) Of(src v1alpha1.Source) *SourceKind {
@@ -142,8 +110,7 @@ func (ks Kinds) Of(src v1alpha1.Source) *SourceKind {
 	return nil
 }
 
-// KindOf is src's kind, "" when no row claims it (admission makes that
-// impossible for the built-in kinds).
+// KindOf is src's kind, "" when no row claims it.
 func (ks Kinds) KindOf(src v1alpha1.Source) Kind {
 	if k := ks.Of(src); k != nil {
 		return k.Kind
@@ -160,6 +127,18 @@ func (ks Kinds) ProviderOf(spec v1alpha1.BackendProviderSpec) *ProviderKind {
 		}
 	}
 	return nil
+}
+
+// ProviderKinds are the provider kinds of the table, each once, in the
+// order of their first row.
+func (ks Kinds) ProviderKinds() []*ProviderKind {
+	var out []*ProviderKind
+	for _, k := range ks {
+		if !slices.Contains(out, k.Provider) {
+			out = append(out, k.Provider)
+		}
+	}
+	return out
 }
 
 // SourceKindsOf are the source kinds the BackendProvider kind p serves,
@@ -212,10 +191,51 @@ func (ks Kinds) Check(src v1alpha1.Source) string {
 	return ""
 }
 
-// KindOf returns the kind of a source among the built-in kinds: the one
-// field that is set, or "" when none is (admission validation makes that
-// impossible for stored objects).
-func KindOf(s v1alpha1.Source) Kind { return BuiltinKinds().KindOf(s) }
+// Configuration is what the flags of a table's provider kinds configure:
+// the constructor of each provider kind, in the table's order.
+type Configuration []Constructor
+
+// Configure binds the flags of every provider kind of the table into fs
+// (each kind's own, named by its FlagPrefix) and returns how the
+// providers are built from what fs parses.
+func (ks Kinds) Configure(fs *pflag.FlagSet) Configuration {
+	var out Configuration
+	for _, p := range ks.ProviderKinds() {
+		if p.Configure != nil {
+			out = append(out, p.Configure(fs))
+		}
+	}
+	return out
+}
+
+// Build builds the providers of every kind as c says, and returns a
+// registry of them for the kinds of ks. A provider that fails to build
+// stops the ones built before it.
+func (ks Kinds) Build(ctx context.Context, c Configuration, env Env) (*Registry, error) {
+	var ps []Provider
+	for _, build := range c {
+		built, err := build(ctx, env)
+		if err != nil {
+			closeAll(ps)
+			return nil, err
+		}
+		ps = append(ps, built...)
+	}
+	r, err := ks.NewRegistry(ps...)
+	if err != nil {
+		closeAll(ps)
+	}
+	return r, err
+}
+
+// closeAll stops the providers of ps that run something.
+func closeAll(ps []Provider) {
+	for _, p := range ps {
+		if c, ok := p.(Closer); ok {
+			c.Close()
+		}
+	}
+}
 
 // NewConnection starts the connection of bp: its name, and a key that
 // changes with bp's identity and generation and with whatever else the
@@ -227,206 +247,4 @@ func NewConnection(bp *v1alpha1.BackendProvider, also ...[]byte) *Connection {
 		_, _ = h.Write(b)
 	}
 	return &Connection{Name: bp.Name, Key: hex.EncodeToString(h.Sum(nil))}
-}
-
-// userOf names bp in the messages about the Secrets it reads.
-func userOf(bp *v1alpha1.BackendProvider) string { return "BackendProvider " + bp.Name }
-
-// connectDNS asks bp's own resolvers; without any, bp only admits.
-func connectDNS(_ context.Context, bp *v1alpha1.BackendProvider, _ SecretReader) (*Connection, error) {
-	if len(bp.Spec.DNS.Resolvers) == 0 {
-		return nil, nil
-	}
-	conn := NewConnection(bp)
-	conn.DNS = &DNSConnection{Resolvers: bp.Spec.DNS.Resolvers}
-	return conn, nil
-}
-
-// connectConsul reads the CA now, and the token now and again before every
-// query, so that a rotated token applies without a new reconcile.
-func connectConsul(ctx context.Context, bp *v1alpha1.BackendProvider, secrets SecretReader) (*Connection, error) {
-	s := bp.Spec.Consul
-	t, err := readTrust(ctx, bp, secrets, s.TLS, s.TokenSecretRef)
-	if err != nil {
-		return nil, err
-	}
-	// A new CA is a new connection; a rotated token is not (see Key).
-	conn := NewConnection(bp, t.caPEM)
-	conn.Consul = &ConsulConnection{Address: s.Address, Datacenter: s.Datacenter, Token: t.token,
-		CAPEM: t.caPEM, ServerName: t.serverName}
-	return conn, nil
-}
-
-// consulSecrets are the token's and the CA's Secrets.
-func consulSecrets(bp *v1alpha1.BackendProvider) []string {
-	c := bp.Spec.Consul
-	return trustSecrets(c.TLS, c.TokenSecretRef)
-}
-
-// connectPlugin reads the plugin's CA and token as connectConsul does,
-// and fills in the bounds the spec leaves unset.
-func connectPlugin(ctx context.Context, bp *v1alpha1.BackendProvider, secrets SecretReader) (*Connection, error) {
-	s := bp.Spec.Plugin
-	t, err := readTrust(ctx, bp, secrets, s.TLS, s.TokenSecretRef)
-	if err != nil {
-		return nil, err
-	}
-	pc := &PluginConnection{URL: s.URL, CAPEM: t.caPEM, ServerName: t.serverName, Token: t.token,
-		Timeout: DefaultPluginTimeout, MaxEndpoints: DefaultPluginMaxEndpoints, MaxConcurrentRequests: DefaultPluginConcurrency}
-	if s.Timeout != nil {
-		pc.Timeout = s.Timeout.Duration
-	}
-	if s.MaxEndpoints > 0 {
-		pc.MaxEndpoints = int(s.MaxEndpoints)
-	}
-	if s.MaxConcurrentRequests > 0 {
-		pc.MaxConcurrentRequests = int(s.MaxConcurrentRequests)
-	}
-	conn := NewConnection(bp, t.caPEM)
-	conn.Plugin = pc
-	return conn, nil
-}
-
-// Defaults of a plugin BackendProvider's bounds (spec.plugin).
-const (
-	DefaultPluginTimeout      = 5 * time.Second
-	DefaultPluginMaxEndpoints = 1000
-	DefaultPluginConcurrency  = 8
-)
-
-// pluginSecrets are the token's and the CA's Secrets.
-func pluginSecrets(bp *v1alpha1.BackendProvider) []string {
-	p := bp.Spec.Plugin
-	return trustSecrets(p.TLS, p.TokenSecretRef)
-}
-
-// trust is how a connection proves whom it talks to and who it is: the
-// server's CA and name, and a token.
-type trust struct {
-	caPEM      []byte
-	serverName string
-	// token returns the current token; it never fails for a provider
-	// that names none.
-	token func() (string, error)
-}
-
-// readTrust reads the CA now, and the token now and again before every
-// request: now, so that a missing Secret makes the provider unusable at
-// once, not at the server's next answer; before every request, from the
-// cache (no round trip), so that a rotated token applies without a
-// reconcile.
-func readTrust(ctx context.Context, bp *v1alpha1.BackendProvider, secrets SecretReader, tls *v1alpha1.ProviderTLS, tokenRef *v1alpha1.SecretKeyReference) (trust, error) {
-	user := userOf(bp)
-	t := trust{token: func() (string, error) { return "", nil }}
-	if tls != nil {
-		t.serverName = tls.ServerName
-		if tls.CASecretRef != nil {
-			ca, err := secrets.SecretValue(ctx, user, *tls.CASecretRef)
-			if err != nil {
-				return trust{}, err
-			}
-			t.caPEM = ca
-		}
-	}
-	if ref := tokenRef; ref != nil {
-		if _, err := secrets.SecretValue(ctx, user, *ref); err != nil {
-			return trust{}, err
-		}
-		t.token = func() (string, error) {
-			v, err := secrets.SecretValue(context.Background(), user, *ref)
-			return string(v), err
-		}
-	}
-	return t, nil
-}
-
-// trustSecrets are the names of the Secrets of a token and a CA.
-func trustSecrets(tls *v1alpha1.ProviderTLS, tokenRef *v1alpha1.SecretKeyReference) []string {
-	var names []string
-	if tokenRef != nil {
-		names = append(names, tokenRef.Name)
-	}
-	if tls != nil && tls.CASecretRef != nil {
-		names = append(names, tls.CASecretRef.Name)
-	}
-	return names
-}
-
-// connectAWS is the account and region of bp; the controller's own
-// credentials assume its role.
-func connectAWS(_ context.Context, bp *v1alpha1.BackendProvider, _ SecretReader) (*Connection, error) {
-	s := bp.Spec.AWS
-	conn := NewConnection(bp)
-	conn.AWS = &AWSConnection{Region: s.Region, AssumeRoleARN: s.AssumeRoleARN, EndpointURL: s.EndpointURL, ConsentTag: s.ConsentTag}
-	return conn, nil
-}
-
-// admitConsul refuses a source that reads a service, datacenter, namespace
-// or partition outside the provider's allowed* globs: the token reads for
-// every namespace the provider admits, so the platform team narrows what
-// any of them may ask of it.
-func admitConsul(p *v1alpha1.BackendProvider, src v1alpha1.Source) *Denial {
-	c, s := p.Spec.Consul, src.Consul
-	checks := []struct {
-		rule, field, what string
-		globs             []string
-		value             string
-	}{
-		{RuleAllowedServices, "service", "services", c.AllowedServices, s.Service},
-		// An empty datacenter is the provider's, else the agent's own,
-		// which the platform team chose when it named the agent.
-		{RuleAllowedDatacenters, "datacenter", "datacenters", c.AllowedDatacenters, cmp.Or(s.Datacenter, c.Datacenter)},
-		{RuleAllowedNamespaces, "namespace", "namespaces", c.AllowedNamespaces, cmp.Or(s.Namespace, "default")},
-		{RuleAllowedPartitions, "partition", "partitions", c.AllowedPartitions, cmp.Or(s.Partition, "default")},
-	}
-	for _, k := range checks {
-		if k.value == "" || GlobsAllow(k.globs, k.value) {
-			continue
-		}
-		return &Denial{Rule: k.rule, Message: fmt.Sprintf(
-			"spec.sources[%s].consul.%s: %q is not among the %s BackendProvider %q serves (spec.consul.allowed%s %v)",
-			src.Name, k.field, k.value, k.what, p.Name, strings.ToUpper(k.what[:1])+k.what[1:], k.globs)}
-	}
-	return nil
-}
-
-// GlobsAllow tells whether a value (a Consul service, datacenter,
-// namespace or partition) matches one of the globs (path.Match syntax: *
-// and ?); no globs allow every value.
-func GlobsAllow(globs []string, value string) bool {
-	if len(globs) == 0 {
-		return true
-	}
-	for _, g := range globs {
-		// A glob admission let through is well formed; a malformed one
-		// matches nothing.
-		if ok, _ := path.Match(g, value); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// checkEC2Selects refuses an EC2 source that selects nothing: the provider
-// reads an empty selector as "no filter", every instance in the region.
-func checkEC2Selects(src v1alpha1.Source) string {
-	s := src.AWSEC2
-	if len(s.InstanceIDs) > 0 || len(s.Tags) > 0 {
-		return ""
-	}
-	return fmt.Sprintf(
-		"spec.sources[%s].awsEC2: no instance IDs and no tags would select every instance in %s; list instance IDs or name at least one tag",
-		src.Name, s.Region)
-}
-
-// checkRDSSelects refuses an RDS source that selects nothing, as
-// checkEC2Selects does for EC2.
-func checkRDSSelects(src v1alpha1.Source) string {
-	s := src.AWSRDS
-	if s.DBInstanceIdentifier != "" || s.DBClusterIdentifier != "" || len(s.Tags) > 0 {
-		return ""
-	}
-	return fmt.Sprintf(
-		"spec.sources[%s].awsRDS: no identifier and no tags would select every DB instance in %s; set dbInstanceIdentifier, dbClusterIdentifier or at least one tag",
-		src.Name, s.Region)
 }

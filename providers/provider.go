@@ -10,21 +10,9 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 )
 
-// Kind names a source kind as it appears in spec.sources[]: the field that is set.
+// Kind names a source kind as it appears in spec.sources[]: the field that
+// is set. Each kind's package declares its own.
 type Kind string
-
-// Source kinds, one per field of v1alpha1.Source.
-const (
-	KindStatic Kind = "static"
-	KindDNS    Kind = "dns"
-	KindConsul Kind = "consul"
-	KindAWSRDS Kind = "awsRDS"
-	KindAWSEC2 Kind = "awsEC2"
-	KindPlugin Kind = "plugin"
-
-	KindAWSElastiCache Kind = "awsElastiCache"
-	KindAWSMemoryDB    Kind = "awsMemoryDB"
-)
 
 // Endpoint is one address of a backend as a provider found it. Providers fill
 // it as the backend describes itself; normalisation canonicalises the address,
@@ -79,66 +67,21 @@ type Connection struct {
 	// reach changes (the spec, the CA): a provider makes new clients for a
 	// new key. A rotated token keeps the key: clients ask Token per query.
 	Key string
-	// One of these is set, of the source's kind, by its row's Connect; a
-	// kind whose provider needs nothing more than the name sets none.
-	Consul *ConsulConnection
-	AWS    *AWSConnection
-	DNS    *DNSConnection
-	Plugin *PluginConnection
+	// Settings are what the kind's row (its Connect) read from the
+	// provider's spec and Secrets, of a type the kind's package declares;
+	// nil for a kind whose provider needs nothing more than the name.
+	Settings any
 }
 
-// ConsulConnection is a Consul cluster's HTTP API.
-type ConsulConnection struct {
-	// Address is host:port, or a URL whose https:// scheme turns TLS on.
-	Address string
-	// CAPEM verifies the agent's certificate; setting it implies https.
-	CAPEM []byte
-	// ServerName is verified in the agent's certificate; implies https.
-	ServerName string
-	// Datacenter is queried where the source names none.
-	Datacenter string
-	// Token returns the current ACL token ("" for none). It is asked
-	// before every query, so a rotated Secret applies without a restart.
-	Token func() (string, error)
-}
-
-// AWSConnection is an AWS account and region.
-type AWSConnection struct {
-	Region string
-	// AssumeRoleARN is assumed through STS; empty reads as the controller.
-	AssumeRoleARN string
-	// EndpointURL replaces the RDS, EC2, ElastiCache, MemoryDB and STS
-	// endpoints when set.
-	EndpointURL string
-	// ConsentTag, when set, publishes only instances, clusters and caches
-	// whose tag of this key lists the request's namespace (comma-separated).
-	ConsentTag string
-}
-
-// PluginConnection is a provider plugin: where it listens, how it is
-// trusted, and the bounds the platform team set on it.
-type PluginConnection struct {
-	// URL is the plugin's base URL; the protocol's paths are appended.
-	URL string
-	// CAPEM verifies the plugin's certificate (https); empty uses the
-	// system's roots.
-	CAPEM []byte
-	// ServerName is verified in the plugin's certificate when set.
-	ServerName string
-	// Token returns the bearer token of the next request ("" for none),
-	// asked before every request, so a rotated Secret applies at once.
-	Token func() (string, error)
-	// Timeout bounds one request that is not a long-poll.
-	Timeout time.Duration
-	// MaxEndpoints bounds the endpoints of one answer.
-	MaxEndpoints int
-	// MaxConcurrentRequests bounds the requests in flight, long-polls aside.
-	MaxConcurrentRequests int
-}
-
-// DNSConnection is a set of DNS resolvers, host:port.
-type DNSConnection struct {
-	Resolvers []string
+// SettingsOf are conn's settings when they are of type T, the kind's own;
+// false for no connection or one of another kind.
+func SettingsOf[T any](conn *Connection) (T, bool) {
+	var zero T
+	if conn == nil {
+		return zero, false
+	}
+	s, ok := conn.Settings.(T)
+	return s, ok
 }
 
 // Result is what a provider found.

@@ -70,10 +70,6 @@ func (r *Registry) observe(provider string, p *ProviderKind, op string, err erro
 	r.observer.Called(c, err)
 }
 
-// NewRegistry returns a registry of the given providers for the built-in
-// kinds (BuiltinKinds).
-func NewRegistry(ps ...Provider) (*Registry, error) { return BuiltinKinds().NewRegistry(ps...) }
-
 // NewRegistry returns a registry of the given providers for the kinds of
 // ks. Two providers of the same kind, or a provider of a kind ks does not
 // have, are programming errors.

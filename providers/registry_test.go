@@ -31,10 +31,10 @@ func (r *recorder) Resolve(_ context.Context, req providers.Request) (providers.
 }
 
 func TestNewRegistryRejectsDuplicateKinds(t *testing.T) {
-	_, err := providers.NewRegistry(
-		&recorder{kind: providers.KindStatic},
-		&recorder{kind: providers.KindDNS},
-		&recorder{kind: providers.KindStatic},
+	_, err := table().NewRegistry(
+		&recorder{kind: kindStatic},
+		&recorder{kind: kindDNS},
+		&recorder{kind: kindStatic},
 	)
 	if err == nil {
 		t.Fatal("NewRegistry accepted two static providers")
@@ -46,13 +46,13 @@ func TestNewRegistryRejectsDuplicateKinds(t *testing.T) {
 
 func TestNewRegistryAcceptsDistinctKinds(t *testing.T) {
 	var ps []providers.Provider
-	for _, k := range []providers.Kind{providers.KindStatic, providers.KindDNS, providers.KindConsul, providers.KindAWSRDS, providers.KindAWSEC2} {
+	for _, k := range []providers.Kind{kindStatic, kindDNS, kindConsul, kindAWSRDS, kindAWSEC2} {
 		ps = append(ps, &recorder{kind: k})
 	}
-	if _, err := providers.NewRegistry(ps...); err != nil {
+	if _, err := table().NewRegistry(ps...); err != nil {
 		t.Fatalf("NewRegistry: %v", err)
 	}
-	if _, err := providers.NewRegistry(); err != nil {
+	if _, err := table().NewRegistry(); err != nil {
 		t.Fatalf("NewRegistry(): %v", err)
 	}
 }
@@ -60,8 +60,8 @@ func TestNewRegistryAcceptsDistinctKinds(t *testing.T) {
 // TestRegistryProviders: the registry's providers in the table's order,
 // whatever order they were given in.
 func TestRegistryProviders(t *testing.T) {
-	dns, static := &recorder{kind: providers.KindDNS}, &recorder{kind: providers.KindStatic}
-	r, err := providers.NewRegistry(dns, static)
+	dns, static := &recorder{kind: kindDNS}, &recorder{kind: kindStatic}
+	r, err := table().NewRegistry(dns, static)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,13 +71,13 @@ func TestRegistryProviders(t *testing.T) {
 }
 
 func TestRegistryDispatchesByKind(t *testing.T) {
-	st := &recorder{kind: providers.KindStatic, res: providers.Result{
+	st := &recorder{kind: kindStatic, res: providers.Result{
 		Endpoints:    []providers.Endpoint{{Address: "192.0.2.1", Serving: true}},
 		RefreshAfter: time.Minute,
 	}}
 	dnsErr := providers.Transient(errors.New("timeout"))
-	dns := &recorder{kind: providers.KindDNS, err: dnsErr}
-	r, err := providers.NewRegistry(st, dns)
+	dns := &recorder{kind: kindDNS, err: dnsErr}
+	r, err := table().NewRegistry(st, dns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestRegistryDispatchesByKind(t *testing.T) {
 }
 
 func TestRegistryUnknownKind(t *testing.T) {
-	r, err := providers.NewRegistry(&recorder{kind: providers.KindStatic})
+	r, err := table().NewRegistry(&recorder{kind: kindStatic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,25 +151,16 @@ func TestKindOf(t *testing.T) {
 		src  v1alpha1.Source
 		want providers.Kind
 	}{
-		{v1alpha1.Source{Static: &v1alpha1.StaticSource{}}, providers.KindStatic},
-		{v1alpha1.Source{DNS: &v1alpha1.DNSSource{}}, providers.KindDNS},
-		{v1alpha1.Source{Consul: &v1alpha1.ConsulSource{}}, providers.KindConsul},
-		{v1alpha1.Source{AWSRDS: &v1alpha1.AWSRDSSource{}}, providers.KindAWSRDS},
-		{v1alpha1.Source{AWSEC2: &v1alpha1.AWSEC2Source{}}, providers.KindAWSEC2},
+		{v1alpha1.Source{Static: &v1alpha1.StaticSource{}}, kindStatic},
+		{v1alpha1.Source{DNS: &v1alpha1.DNSSource{}}, kindDNS},
+		{v1alpha1.Source{Consul: &v1alpha1.ConsulSource{}}, kindConsul},
+		{v1alpha1.Source{AWSRDS: &v1alpha1.AWSRDSSource{}}, kindAWSRDS},
+		{v1alpha1.Source{AWSEC2: &v1alpha1.AWSEC2Source{}}, kindAWSEC2},
 		{v1alpha1.Source{Name: "none"}, ""},
 	}
 	for _, c := range cases {
-		if got := providers.KindOf(c.src); got != c.want {
+		if got := table().KindOf(c.src); got != c.want {
 			t.Errorf("KindOf(%+v) = %q, want %q", c.src, got, c.want)
-		}
-	}
-	// The kinds are the JSON names of the Source fields.
-	for k, field := range map[providers.Kind]string{
-		providers.KindStatic: "static", providers.KindDNS: "dns", providers.KindConsul: "consul",
-		providers.KindAWSRDS: "awsRDS", providers.KindAWSEC2: "awsEC2",
-	} {
-		if string(k) != field {
-			t.Errorf("kind %q, want the field name %q", k, field)
 		}
 	}
 }
@@ -222,14 +213,14 @@ func (c *checking) CheckConnection(_ context.Context, conn *providers.Connection
 // have no check (static, or a kind without a provider) is not checked.
 func TestRegistryChecksThroughTheProviderKind(t *testing.T) {
 	denied := errors.New("AccessDenied")
-	rds := &checking{recorder: recorder{kind: providers.KindAWSRDS}, err: denied}
-	ec2 := &checking{recorder: recorder{kind: providers.KindAWSEC2}}
-	dns := &checking{recorder: recorder{kind: providers.KindDNS}}
-	reg, err := providers.NewRegistry(&recorder{kind: providers.KindStatic}, dns, rds, ec2)
+	rds := &checking{recorder: recorder{kind: kindAWSRDS}, err: denied}
+	ec2 := &checking{recorder: recorder{kind: kindAWSEC2}}
+	dns := &checking{recorder: recorder{kind: kindDNS}}
+	reg, err := table().NewRegistry(&recorder{kind: kindStatic}, dns, rds, ec2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := &providers.Connection{Name: "account", AWS: &providers.AWSConnection{Region: "eu-west-1"}}
+	conn := &providers.Connection{Name: "account", Settings: "eu-west-1"}
 	checked, err := reg.CheckConnection(context.Background(), &v1alpha1.BackendProvider{Spec: v1alpha1.BackendProviderSpec{
 		AWS: &v1alpha1.AWSProvider{Region: "eu-west-1"}}}, conn)
 	if !checked || !errors.Is(err, denied) || len(rds.checked) != 1 || rds.checked[0] != conn || len(ec2.checked) != 0 {
@@ -264,9 +255,9 @@ func (c *calls) Called(call providers.Call, err error) {
 // a source of a kind without a provider and a provider without a check
 // are no calls. The registry it was made from tells nothing.
 func TestRegistryObservesCalls(t *testing.T) {
-	rds := &checking{recorder: recorder{kind: providers.KindAWSRDS, err: providers.Transient(errors.New("throttled"))}, err: errors.New("AccessDenied")}
-	dns := &recorder{kind: providers.KindDNS, err: providers.Gone(v1alpha1.ReasonBackendNotFound, errors.New("NXDOMAIN"))}
-	plain, err := providers.NewRegistry(&recorder{kind: providers.KindStatic}, dns, rds)
+	rds := &checking{recorder: recorder{kind: kindAWSRDS, err: providers.Transient(errors.New("throttled"))}, err: errors.New("AccessDenied")}
+	dns := &recorder{kind: kindDNS, err: providers.Gone(v1alpha1.ReasonBackendNotFound, errors.New("NXDOMAIN"))}
+	plain, err := table().NewRegistry(&recorder{kind: kindStatic}, dns, rds)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,8 +35,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers"
-	"github.com/backendslice/backendslice/internal/cli"
 	"github.com/backendslice/backendslice/test/controlplane"
 )
 
@@ -59,7 +59,7 @@ func main() {
 
 // demoCommand takes the controller's flags, and the demo's own.
 func demoCommand() *cobra.Command {
-	var f cli.ControllerFlags
+	var f wiring.ControllerFlags
 	var o demoOptions
 	cmd := &cobra.Command{
 		Use:          "backendslice-demo",
@@ -74,11 +74,11 @@ func demoCommand() *cobra.Command {
 			ctrl.SetLogger(f.Logger())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			p, err := cli.NewProviders(ctx, f.Providers)
+			p, err := f.NewProviders(ctx)
 			if err != nil {
 				return err
 			}
-			return runDemo(ctx, cmd.OutOrStdout(), cli.WithProviders(opts, p), o)
+			return runDemo(ctx, cmd.OutOrStdout(), wiring.WithProviders(opts, p), o)
 		},
 	}
 	f.Bind(cmd.Flags())

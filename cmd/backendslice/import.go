@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
-	"github.com/backendslice/backendslice/internal/cli"
 	"github.com/backendslice/backendslice/internal/importer"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/internal/validate"
@@ -50,7 +50,7 @@ type importOptions struct {
 // importCommand is `backendslice import`: ExternalBackends for what teams
 // publish by hand today.
 func importCommand() *cobra.Command {
-	var f cli.ControllerFlags
+	var f wiring.ControllerFlags
 	var o importOptions
 	cmd := &cobra.Command{
 		Use:   "import (-f PATH... | --kubeconfig FILE [-n NAMESPACE]) [-o DIR] [--adopt]",
@@ -212,7 +212,7 @@ func readLive(ctx context.Context, kubeconfig, namespace string) (importer.Objec
 // checks and normalisation, as render does: addresses it would drop are
 // noted, and a backend it would refuse is refused here, with its message.
 func checkWithController(ctx context.Context, cfg externalbackend.Config, res importer.Result) (importer.Result, error) {
-	v, err := validate.New(validate.Options{Namespace: metav1.NamespaceDefault})
+	v, err := validate.New(validate.Options{Namespace: metav1.NamespaceDefault, Kinds: wiring.Kinds()})
 	if err != nil {
 		return res, err
 	}
@@ -254,7 +254,7 @@ func checkBackend(ctx context.Context, cfg externalbackend.Config, v *validate.V
 		}
 		results = append(results, publish.SourceResult{Name: src.Name, Endpoints: res.Endpoints})
 	}
-	_, _, dropped, err := externalbackend.Render(xb, results, cfg, publish.ClusterNetworks{})
+	_, _, dropped, err := externalbackend.Render(wiring.Kinds(), xb, results, cfg, publish.ClusterNetworks{})
 	if err != nil {
 		return err
 	}

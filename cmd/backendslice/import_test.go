@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
-	"github.com/backendslice/backendslice/internal/cli"
 	"github.com/backendslice/backendslice/internal/importer"
 )
 
@@ -133,7 +133,7 @@ func TestImportRoundTrip(t *testing.T) {
 // defaultConfig is the controller's configuration with default flags.
 func defaultConfig(t *testing.T) externalbackend.Config {
 	t.Helper()
-	var f cli.ControllerFlags
+	var f wiring.ControllerFlags
 	f.Bind(pflag.NewFlagSet("defaults", pflag.ContinueOnError))
 	opts, err := f.ManagerOptions()
 	if err != nil {

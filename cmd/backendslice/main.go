@@ -22,8 +22,8 @@ import (
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers"
-	"github.com/backendslice/backendslice/internal/cli"
 	"github.com/backendslice/backendslice/internal/version"
 )
 
@@ -44,7 +44,7 @@ func rootCommand() *cobra.Command {
 }
 
 func controllerCommand() *cobra.Command {
-	var f cli.ControllerFlags
+	var f wiring.ControllerFlags
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run the ExternalBackend controller against the cluster of --kubeconfig (or in-cluster)",
@@ -59,11 +59,11 @@ func controllerCommand() *cobra.Command {
 				return fmt.Errorf("finding the cluster: %w", err)
 			}
 			ctx := ctrl.SetupSignalHandler()
-			p, err := cli.NewProviders(ctx, f.Providers)
+			p, err := f.NewProviders(ctx)
 			if err != nil {
 				return err
 			}
-			mgr, err := controllers.NewManager(cfg, cli.WithProviders(opts, p))
+			mgr, err := controllers.NewManager(cfg, wiring.WithProviders(opts, p))
 			if err != nil {
 				return err
 			}

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
-	"github.com/backendslice/backendslice/internal/cli"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/internal/validate"
 	"github.com/backendslice/backendslice/providers"
@@ -42,7 +42,7 @@ var renderedFlags = []string{"max-endpoints-per-slice", "denied-cidrs", "denied-
 // renderCommand is `backendslice render`: what the controller would write,
 // for review before a merge.
 func renderCommand() *cobra.Command {
-	var f cli.ControllerFlags
+	var f wiring.ControllerFlags
 	var o renderOptions
 	cmd := &cobra.Command{
 		Use:   "render -f FILE [--snapshot FILE]",
@@ -128,7 +128,7 @@ func renderBackend(ctx context.Context, reg *providers.Registry, cfg externalbac
 		}
 		results = append(results, publish.SourceResult{Name: src.Name, Endpoints: res.Endpoints})
 	}
-	svc, eps, dropped, err := externalbackend.Render(xb, results, cfg, publish.ClusterNetworks{})
+	svc, eps, dropped, err := externalbackend.Render(wiring.Kinds(), xb, results, cfg, publish.ClusterNetworks{})
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func readBackends(ctx context.Context, stdin io.Reader, file, namespace string) 
 	if err != nil {
 		return nil, err
 	}
-	v, err := validate.New(validate.Options{Namespace: namespace})
+	v, err := validate.New(validate.Options{Namespace: namespace, Kinds: wiring.Kinds()})
 	if err != nil {
 		return nil, err
 	}
@@ -250,13 +250,14 @@ func readSnapshot(file string) (snapshot, error) {
 // snapshotRegistry resolves static sources with the static provider and
 // every other kind from the snapshot.
 func snapshotRegistry(snap snapshot) (*providers.Registry, error) {
+	kinds := wiring.Kinds()
 	ps := []providers.Provider{static.New()}
-	for _, k := range providers.BuiltinKinds() {
-		if k.Kind != providers.KindStatic {
+	for _, k := range kinds {
+		if k.Kind != static.Kind {
 			ps = append(ps, snapshotProvider{kind: k.Kind, snap: snap})
 		}
 	}
-	return providers.NewRegistry(ps...)
+	return kinds.NewRegistry(ps...)
 }
 
 // snapshotProvider answers one source kind from a snapshot.

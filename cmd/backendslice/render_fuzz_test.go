@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
-	"github.com/backendslice/backendslice/internal/cli"
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/internal/validate"
 )
 
@@ -59,11 +59,11 @@ func FuzzRenderDecode(f *testing.F) {
 "sources": [{"name": "s", "static": {"endpoints": [{"address": "2001:DB8::1", "hostname": "a"}, {"address": "Db.Example.com."},
 {"address": "::ffff:192.0.2.1", "health": "Draining"}, {"address": "127.0.0.1"}]}}]}}`))
 	f.Add([]byte("---\n---\n# comments only\n---\n"))
-	v, err := validate.New(validate.Options{Namespace: "default"})
+	v, err := validate.New(validate.Options{Namespace: "default", Kinds: wiring.Kinds()})
 	if err != nil {
 		f.Fatal(err)
 	}
-	var flags cli.ControllerFlags
+	var flags wiring.ControllerFlags
 	flags.Bind(pflag.NewFlagSet("render", pflag.ContinueOnError))
 	opts, err := flags.ManagerOptions()
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/backendslice/backendslice/internal/cli"
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/internal/validate"
 )
 
@@ -37,7 +37,7 @@ var errFailed = errors.New("validation failed")
 // validateCommand is `backendslice validate`: the API server's admission,
 // the controller's own checks and tenancy, offline, for a pull request.
 func validateCommand() *cobra.Command {
-	var f cli.ControllerFlags
+	var f wiring.ControllerFlags
 	var o validateOptions
 	cmd := &cobra.Command{
 		Use:   "validate [-f] FILE|DIR|- ...",
@@ -65,7 +65,8 @@ and with --strict on any warning too.`,
 			if err != nil {
 				return err
 			}
-			vo := validate.Options{Namespace: o.namespace, Decision: opts.Config.Decision(), AllowSourcesWithoutProvider: opts.Config.AllowSourcesWithoutProvider}
+			vo := validate.Options{Namespace: o.namespace, Decision: opts.Config.Decision(), AllowSourcesWithoutProvider: opts.Config.AllowSourcesWithoutProvider,
+				Kinds: wiring.Kinds()}
 			if vo.NamespaceLabels, err = parseNamespaceLabels(o.namespaceLabels); err != nil {
 				return err
 			}

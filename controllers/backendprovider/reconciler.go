@@ -44,7 +44,7 @@ type Reconciler struct {
 	Namespace string
 	// Kinds is the table of source kinds that tells each provider's kind,
 	// connection and Secrets: the registry's (Registry.Kinds), so that
-	// status tells what sources get. Nil reads as providers.BuiltinKinds().
+	// status tells what sources get.
 	Kinds providers.Kinds
 	// Checker checks a provider's connection with the provider of its kind
 	// (the registry); nil checks nothing, and Ready says only whether the
@@ -98,7 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if c, due, checked := r.verdict(ctx, bp, conn); checked {
 		ready, result.RequeueAfter = c, due
 	}
-	bp.Status.Kind = r.Kinds.OrBuiltin().ProviderKindOf(bp)
+	bp.Status.Kind = r.Kinds.ProviderKindOf(bp)
 	bp.Status.ObservedGeneration = bp.Generation
 	meta.SetStatusCondition(&bp.Status.Conditions, ready)
 	if stalled, ok := stalledCondition(ready); ok {

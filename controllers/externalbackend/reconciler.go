@@ -236,11 +236,11 @@ func earliest(a, b time.Duration) time.Duration {
 	return a
 }
 
-// kinds is the table of source kinds the registry resolves; the built-in
-// one where there is no registry (render).
+// kinds is the table of source kinds the registry resolves; none where
+// there is no registry.
 func (r *Reconciler) kinds() providers.Kinds {
 	if r.Providers == nil {
-		return providers.BuiltinKinds()
+		return nil
 	}
 	return r.Providers.Kinds()
 }

@@ -23,11 +23,12 @@ import (
 // decision, the Service, the slice planner), so that `backendslice render` shows what
 // the controller makes of a spec. Nothing is published yet, so nothing
 // drains and the planner starts from no slices. Results with an error are
-// left out, as the controller leaves out a failing source. cluster are the
+// left out, as the controller leaves out a failing source. kinds is the
+// table of source kinds the controller has. cluster are the
 // cluster's own networks, as far as the caller knows them (offline, none
 // unless given). Owner UIDs are empty: the API server assigns them.
-func Render(xb *v1alpha1.ExternalBackend, results []publish.SourceResult, cfg Config, cluster publish.ClusterNetworks) (*corev1.Service, []*discoveryv1.EndpointSlice, []v1alpha1.DroppedAddress, error) {
-	if err := speccheck.New().Err(providers.BuiltinKinds(), cfg.ClusterDomain, xb); err != nil {
+func Render(kinds providers.Kinds, xb *v1alpha1.ExternalBackend, results []publish.SourceResult, cfg Config, cluster publish.ClusterNetworks) (*corev1.Service, []*discoveryv1.EndpointSlice, []v1alpha1.DroppedAddress, error) {
+	if err := speccheck.New().Err(kinds, cfg.ClusterDomain, xb); err != nil {
 		return nil, nil, nil, err
 	}
 	// Offline, every family the spec asks for is taken as served, and

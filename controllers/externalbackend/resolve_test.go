@@ -3,6 +3,7 @@ package externalbackend
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,9 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/internal/tenancy"
 	"github.com/backendslice/backendslice/providers"
+	consulprovider "github.com/backendslice/backendslice/providers/consul"
+	dnsprovider "github.com/backendslice/backendslice/providers/dns"
+	staticprovider "github.com/backendslice/backendslice/providers/static"
 )
 
 // scripted is a static-kind provider whose answer the test sets, and which
@@ -26,7 +30,7 @@ type scripted struct {
 	most    int
 }
 
-func (*scripted) Kind() providers.Kind { return providers.KindStatic }
+func (*scripted) Kind() providers.Kind { return staticprovider.Kind }
 
 func (s *scripted) Resolve(ctx context.Context, _ providers.Request) (providers.Result, error) {
 	s.mu.Lock()
@@ -45,7 +49,7 @@ func (s *scripted) Resolve(ctx context.Context, _ providers.Request) (providers.
 // newResolver is a reconciler with only what resolveSources uses.
 func newResolver(t *testing.T, p providers.Provider) *Reconciler {
 	t.Helper()
-	reg, err := providers.NewRegistry(p)
+	reg, err := testKinds().NewRegistry(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,4 +200,9 @@ func TestResolveCollectsLimits(t *testing.T) {
 	if len(res.limits) != 1 || res.limits[0] != p.limit {
 		t.Errorf("limits %q, want the provider's %q", res.limits, p.limit)
 	}
+}
+
+// testKinds is a table of the kinds these tests use, from their packages.
+func testKinds() providers.Kinds {
+	return slices.Concat(staticprovider.Kinds(), dnsprovider.Kinds(), consulprovider.Kinds())
 }

@@ -511,7 +511,7 @@ func TestSourceStatuses(t *testing.T) {
 			if c.prev != nil {
 				prev = append(prev, *c.prev.DeepCopy())
 			}
-			out := sourceStatuses(providers.BuiltinKinds(), prev, []v1alpha1.Source{c.spec}, []publish.SourceResult{c.result}, now)
+			out := sourceStatuses(testKinds(), prev, []v1alpha1.Source{c.spec}, []publish.SourceResult{c.result}, now)
 			if len(out) != 1 {
 				t.Fatalf("statuses %+v", out)
 			}
@@ -551,7 +551,7 @@ func TestSourceStatusesFollowsSpecOrderAndForgetsRemovedSources(t *testing.T) {
 		{Name: "a", Endpoints: []providers.Endpoint{{Address: "192.0.2.1"}}},
 		{Name: "b", Endpoints: []providers.Endpoint{{Address: "192.0.2.2"}}},
 	}
-	out := sourceStatuses(providers.BuiltinKinds(), prev, specs, results, now)
+	out := sourceStatuses(testKinds(), prev, specs, results, now)
 	if len(out) != 2 || out[0].Name != "a" || out[0].Kind != "consul" || out[1].Name != "b" || out[1].Kind != "static" {
 		t.Fatalf("statuses %+v, want a (consul) then b (static)", out)
 	}

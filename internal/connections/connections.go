@@ -27,7 +27,7 @@ type Reader struct {
 	// Namespace is the controller's own: the only one whose Secrets it reads.
 	Namespace string
 	// Kinds is the table of source kinds that builds connections and tells
-	// which Secrets a provider reads; nil reads as providers.BuiltinKinds().
+	// which Secrets a provider reads: the registry's.
 	Kinds providers.Kinds
 }
 
@@ -62,7 +62,7 @@ func (r Reader) SecretValue(ctx context.Context, user string, ref v1alpha1.Secre
 // controller's). The kind's row in the table of source kinds builds it,
 // reading the Secrets it names through r.
 func (r Reader) Connection(ctx context.Context, bp *v1alpha1.BackendProvider) (*providers.Connection, error) {
-	return r.Kinds.OrBuiltin().Connect(ctx, bp, r)
+	return r.Kinds.Connect(ctx, bp, r)
 }
 
 // ProvidersNaming are the names of the BackendProviders that read the
@@ -74,9 +74,8 @@ func (r Reader) ProvidersNaming(ctx context.Context, secret string) []string {
 		return nil
 	}
 	var out []string
-	kinds := r.Kinds.OrBuiltin()
 	for _, bp := range list.Items {
-		if slices.Contains(kinds.SecretsOf(&bp), secret) {
+		if slices.Contains(r.Kinds.SecretsOf(&bp), secret) {
 			out = append(out, bp.Name)
 		}
 	}

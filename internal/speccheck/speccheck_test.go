@@ -10,7 +10,16 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
+	awsprovider "github.com/backendslice/backendslice/providers/aws"
+	consulprovider "github.com/backendslice/backendslice/providers/consul"
+	dnsprovider "github.com/backendslice/backendslice/providers/dns"
+	staticprovider "github.com/backendslice/backendslice/providers/static"
 )
+
+// testKinds is a table of the kinds these tests use, from their packages.
+func testKinds() providers.Kinds {
+	return slices.Concat(staticprovider.Kinds(), dnsprovider.Kinds(), consulprovider.Kinds(), awsprovider.Kinds())
+}
 
 func TestValidateSpec(t *testing.T) {
 	long := strings.Repeat("a", 64)
@@ -86,7 +95,7 @@ func TestValidateSpec(t *testing.T) {
 					Sources:     c.sources,
 				},
 			}
-			err := v.Err(providers.BuiltinKinds(), "", xb)
+			err := v.Err(testKinds(), "", xb)
 			if c.want == nil {
 				if err != nil {
 					t.Errorf("Err = %v, want nil", err)
@@ -128,7 +137,7 @@ func TestSourceChecksReadTheTable(t *testing.T) {
 	tagless := func(s v1alpha1.Source) bool { return s.AWSEC2 != nil && len(s.AWSEC2.Tags) == 0 }
 	kinds := append(providers.Kinds{{Kind: "fleet", Of: tagless, Provider: &providers.ProviderKind{Name: "fleet"},
 		Check: func(s v1alpha1.Source) string { return "spec.sources[" + s.Name + "]: fleet says no" }}},
-		providers.BuiltinKinds()...)
+		testKinds()...)
 	xb := &v1alpha1.ExternalBackend{Spec: v1alpha1.ExternalBackendSpec{Sources: []v1alpha1.Source{
 		{Name: "vms", AWSEC2: &v1alpha1.AWSEC2Source{Region: "eu-west-1"}},
 		{Name: "db", AWSRDS: &v1alpha1.AWSRDSSource{Region: "eu-west-1"}},
@@ -164,7 +173,7 @@ func TestLookupNamesUnderTheClusterDomain(t *testing.T) {
 	}
 	v := New()
 	for _, c := range cases {
-		err := v.Err(providers.BuiltinKinds(), c.domain, dns(c.name))
+		err := v.Err(testKinds(), c.domain, dns(c.name))
 		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s under %q: %v, want an error containing %q", c.name, c.domain, err, c.want)
 		}

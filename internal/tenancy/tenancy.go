@@ -35,7 +35,6 @@ const (
 	RuleProviderNotFound = "ProviderNotFound"
 	RuleKind             = "Kind"
 	RuleNamespace        = "Namespace"
-	RuleService          = providers.RuleAllowedServices
 )
 
 // Namespace is what admission reads of a namespace.

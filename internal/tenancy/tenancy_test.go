@@ -10,7 +10,15 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
+	awsprovider "github.com/backendslice/backendslice/providers/aws"
+	consulprovider "github.com/backendslice/backendslice/providers/consul"
+	staticprovider "github.com/backendslice/backendslice/providers/static"
 )
+
+// kinds is a table of the kinds these tests use, from their packages.
+func kinds() providers.Kinds {
+	return slices.Concat(staticprovider.Kinds(), consulprovider.Kinds(), awsprovider.Kinds())
+}
 
 func provider(name string, spec v1alpha1.BackendProviderSpec) *v1alpha1.BackendProvider {
 	return &v1alpha1.BackendProvider{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
@@ -50,14 +58,14 @@ func TestAdmit(t *testing.T) {
 		{"provider missing", nil, payments, consulSrc("consul-us", "payments-db"), RuleProviderNotFound,
 			`BackendProvider "consul-us" does not exist`},
 		{"wrong kind", consul, payments, rds, RuleKind, `is of kind consul and cannot serve awsRDS sources; name a BackendProvider of kind aws`},
-		{"service outside the globs", consul, payments, consulSrc("consul-eu", "billing"), RuleService,
+		{"service outside the globs", consul, payments, consulSrc("consul-eu", "billing"), consulprovider.RuleAllowedServices,
 			`spec.sources[s].consul.service: "billing" is not among the services`},
 		{"service matches an exact entry", consul, payments, consulSrc("consul-eu", "ledger"), "", ""},
 		{"a selector that does not parse admits nobody", badSelector, payments, v1alpha1.Source{Name: "s", ProviderRef: ref("bad"), Static: &v1alpha1.StaticSource{}},
 			RuleNamespace, "invalid spec.namespaces.selector"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			wantDecision(t, Admit(providers.BuiltinKinds(), c.provider, c.ns, c.src), c.src, c.rule, c.says)
+			wantDecision(t, Admit(kinds(), c.provider, c.ns, c.src), c.src, c.rule, c.says)
 		})
 	}
 }
@@ -121,7 +129,7 @@ func TestAdmitReadsTheTable(t *testing.T) {
 				return &providers.Denial{Rule: "Retired", Message: "spec.sources[s].consul.service: retired"}
 			}
 			return nil
-		}}}, providers.BuiltinKinds()...)
+		}}}, kinds()...)
 	ns := Namespace{Name: "payments"}
 	admitted := v1alpha1.NamespaceSelection{Names: []string{"payments"}}
 	inv := provider("inv", v1alpha1.BackendProviderSpec{Namespaces: admitted,

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/backendslice/backendslice/test/docsection"
+
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 )
 
 var (
@@ -75,6 +77,7 @@ func TestValidateSpeed(t *testing.T) {
 	opts := Options{Namespace: "default", Decision: controllerConfig()}
 	opts.AllowSourcesWithoutProvider = true
 	start := time.Now()
+	opts.Kinds = wiring.Kinds()
 	v, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -118,6 +118,8 @@ type Options struct {
 	// ServiceCIDRs are the cluster's Service ranges, which the controller
 	// reads from the cluster: addresses there are dropped.
 	ServiceCIDRs []netip.Prefix
+	// Kinds is the controller's table of source kinds.
+	Kinds providers.Kinds
 }
 
 // Validator checks documents. Building it compiles the CRDs' rules once.
@@ -134,7 +136,7 @@ func New(opts Options) (*Validator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Validator{admission: c, checks: speccheck.New(), kinds: providers.BuiltinKinds(), opts: opts}, nil
+	return &Validator{admission: c, checks: speccheck.New(), kinds: opts.Kinds, opts: opts}, nil
 }
 
 // Kinds the validator checks.

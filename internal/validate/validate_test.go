@@ -11,6 +11,8 @@ import (
 	"github.com/backendslice/backendslice/internal/decide"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/internal/tenancy"
+
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 )
 
 // input is a file of several documents; the line numbers in the tests
@@ -57,6 +59,7 @@ spec:
 // check runs the validator on docs with opts.
 func check(t *testing.T, opts Options, docs []Document) Report {
 	t.Helper()
+	opts.Kinds = wiring.Kinds()
 	v, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -307,19 +307,19 @@ func orDefault(v, def time.Duration) time.Duration {
 }
 
 // RDS returns the awsRDS provider of the session.
-func (s *Session) RDS() *RDSProvider { return &RDSProvider{member{s, providers.KindAWSRDS}} }
+func (s *Session) RDS() *RDSProvider { return &RDSProvider{member{s, KindRDS}} }
 
 // EC2 returns the awsEC2 provider of the session.
-func (s *Session) EC2() *EC2Provider { return &EC2Provider{member{s, providers.KindAWSEC2}} }
+func (s *Session) EC2() *EC2Provider { return &EC2Provider{member{s, KindEC2}} }
 
 // ElastiCache returns the awsElastiCache provider of the session.
 func (s *Session) ElastiCache() *ElastiCacheProvider {
-	return &ElastiCacheProvider{member{s, providers.KindAWSElastiCache}}
+	return &ElastiCacheProvider{member{s, KindElastiCache}}
 }
 
 // MemoryDB returns the awsMemoryDB provider of the session.
 func (s *Session) MemoryDB() *MemoryDBProvider {
-	return &MemoryDBProvider{member{s, providers.KindAWSMemoryDB}}
+	return &MemoryDBProvider{member{s, KindMemoryDB}}
 }
 
 // isRoleARN tells whether arn looks like an IAM role ARN.

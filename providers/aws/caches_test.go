@@ -55,7 +55,7 @@ func TestCacheConsentTag(t *testing.T) {
 	e.fake.UpdateMemoryDBCluster("ledger", func(c *awstest.MemoryDBCluster) { c.Tags = map[string]string{consentTag: "billing, payments"} })
 	plain := awsConnection("plain", "", e.fake.URL)
 	c := awsConnection("consenting", "", e.fake.URL)
-	c.AWS.ConsentTag = consentTag
+	settingsOf(c).ConsentTag = consentTag
 	ec, mdb := e.s.ElastiCache(), e.s.MemoryDB()
 	group := cacheSource(v1alpha1.AWSElastiCacheSource{ReplicationGroupID: "orders", Role: v1alpha1.AWSCacheRolePrimary})
 	ipv4 := v1alpha1.AddressTypeIPv4
@@ -137,7 +137,7 @@ func TestUnreadableTagsTellNothing(t *testing.T) {
 				e := newEnv(t, nil)
 				c.put(e, c.cache, map[string]string{consentTag: "payments"})
 				conn := awsConnection("consenting", "", e.fake.URL)
-				conn.AWS.ConsentTag = consentTag
+				settingsOf(conn).ConsentTag = consentTag
 				p := c.provider(e)
 				// sameAsAbsent checks that the cache fails in namespace
 				// as a cache that does not exist does.
@@ -195,7 +195,7 @@ func TestCost500CacheBackends(t *testing.T) {
 			tags := map[string]string{}
 			conn := awsConnection("caches", "", e.fake.URL)
 			if consent {
-				conn.AWS.ConsentTag = consentTag
+				settingsOf(conn).ConsentTag = consentTag
 				tags[consentTag] = "team"
 			}
 			var sources []v1alpha1.Source

@@ -24,7 +24,7 @@ import (
 // GetCallerIdentity), and tries each call once: the checks' own schedule
 // retries.
 func (s *Session) CheckConnection(ctx context.Context, cc *providers.Connection) error {
-	if cc == nil || cc.AWS == nil {
+	if settingsOf(cc) == nil {
 		return providers.Terminalf(v1alpha1.ReasonInvalidSpec, "no AWS connection to check")
 	}
 	t, err := s.targetOf("spec.aws", "", "", providers.Request{Connection: cc})
@@ -42,8 +42,8 @@ func (s *Session) CheckConnection(ctx context.Context, cc *providers.Connection)
 		// The BackendProvider's status is the platform team's: AWS's text
 		// and the role's ARN are told whole there, unlike on a backend's.
 		as := t.whose
-		if cc.AWS.AssumeRoleARN != "" {
-			as = "role " + cc.AWS.AssumeRoleARN + " of BackendProvider " + cc.Name
+		if role := settingsOf(cc).AssumeRoleARN; role != "" {
+			as = "role " + role + " of BackendProvider " + cc.Name
 		}
 		return fmt.Errorf("AWS STS at %s, as %s: %s", where, as, stsFailure(err))
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
+	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	"github.com/backendslice/backendslice/providers/providertest"
 	"github.com/backendslice/backendslice/test/awstest"
 )
@@ -27,7 +28,7 @@ var elsewhere = providertest.Failure{Terminal: true, Reason: v1alpha1.ReasonInva
 // inVirginia is a request for src through a BackendProvider of us-east-1.
 func inVirginia(src v1alpha1.Source) providers.Request {
 	req := providertest.NewRequest(src)
-	req.Connection = &providers.Connection{Name: "virginia", Key: "v1", AWS: &providers.AWSConnection{Region: "us-east-1"}}
+	req.Connection = &providers.Connection{Name: "virginia", Key: "v1", Settings: &awsprovider.Settings{Region: "us-east-1"}}
 	return req
 }
 
@@ -38,7 +39,8 @@ func TestRDSConformance(t *testing.T) {
 		return providers.Endpoint{Address: addr, Zone: "eu-west-1a", Hostname: "aurora-" + addr[len(addr)-1:], Serving: true, Port: 5432}
 	}
 	providertest.Run(t, providertest.Harness{
-		Kind:     providers.KindAWSRDS,
+		Kind:     awsprovider.KindRDS,
+		Kinds:    awsprovider.Kinds(),
 		Provider: e.s.RDS(),
 		Good: func(*testing.T) []providertest.Case {
 			return []providertest.Case{
@@ -86,7 +88,8 @@ func TestEC2Conformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	providertest.Run(t, providertest.Harness{
-		Kind:     providers.KindAWSEC2,
+		Kind:     awsprovider.KindEC2,
+		Kinds:    awsprovider.Kinds(),
 		Provider: e.s.EC2(),
 		Good: func(*testing.T) []providertest.Case {
 			return []providertest.Case{
@@ -128,7 +131,8 @@ func TestElastiCacheConformance(t *testing.T) {
 		return providers.Endpoint{Address: addr, Zone: zone, Hostname: host, Serving: true, Port: port}
 	}
 	providertest.Run(t, providertest.Harness{
-		Kind:     providers.KindAWSElastiCache,
+		Kind:     awsprovider.KindElastiCache,
+		Kinds:    awsprovider.Kinds(),
 		Provider: e.s.ElastiCache(),
 		Good: func(*testing.T) []providertest.Case {
 			return []providertest.Case{
@@ -168,7 +172,8 @@ func TestMemoryDBConformance(t *testing.T) {
 		return src
 	}
 	providertest.Run(t, providertest.Harness{
-		Kind:     providers.KindAWSMemoryDB,
+		Kind:     awsprovider.KindMemoryDB,
+		Kinds:    awsprovider.Kinds(),
 		Provider: e.s.MemoryDB(),
 		Good: func(*testing.T) []providertest.Case {
 			return []providertest.Case{

@@ -40,7 +40,7 @@ func (s *Session) targetOf(field, region, role string, req providers.Request) (t
 		return target{id: identity{role: role, region: region, endpoint: s.endpoint}, whose: whose}, nil
 	}
 	provider := "BackendProvider " + cc.Name
-	conn := cc.AWS
+	conn := settingsOf(cc)
 	switch {
 	case conn == nil:
 		return target{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec,

@@ -32,7 +32,7 @@ const consentTag = "backendslice.io/namespaces"
 // awsConnection is BackendProvider name: role assumed at endpoint, in the
 // test region.
 func awsConnection(name, role, endpoint string) *providers.Connection {
-	return &providers.Connection{Name: name, Key: "v1", AWS: &providers.AWSConnection{
+	return &providers.Connection{Name: name, Key: "v1", Settings: &awsprovider.Settings{
 		Region: region, AssumeRoleARN: role, EndpointURL: endpoint,
 	}}
 }
@@ -215,7 +215,7 @@ func TestConsentTag(t *testing.T) {
 	e.fake.PutEC2Instance(payVM)
 	e.fake.PutEC2Instance(vm("i-0web", "52"))
 	c := awsConnection("shared-rds", "", e.fake.URL)
-	c.AWS.ConsentTag = consentTag
+	settingsOf(c).ConsentTag = consentTag
 	rdsP, ec2P := e.s.RDS(), e.s.EC2()
 	byTag := rdsSource(v1alpha1.AWSRDSSource{Tags: map[string]string{"app": "db"}})
 	named := func(id string) v1alpha1.Source { return rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: id}) }
@@ -267,17 +267,17 @@ func TestConsentTag(t *testing.T) {
 // AWS call, listing or client.
 func TestConnectionRefusedCallsNothing(t *testing.T) {
 	e := newEnv(t, func(o *awsprovider.Options) { o.AllowedRoleARNs = []string{roleA} })
-	conn := func(change func(*providers.AWSConnection)) *providers.Connection {
+	conn := func(change func(*awsprovider.Settings)) *providers.Connection {
 		c := awsConnection("team", roleA, e.fake.URL)
-		change(c.AWS)
+		change(settingsOf(c))
 		return c
 	}
-	usEast := conn(func(c *providers.AWSConnection) { c.Region = "us-east-1" })
+	usEast := conn(func(c *awsprovider.Settings) { c.Region = "us-east-1" })
 	db := rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "db-1"})
 	withRole := rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "db-1", AssumeRoleARN: roleA})
 	noRegion := rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "db-1"})
 	noRegion.AWSRDS.Region = ""
-	dnsConn := &providers.Connection{Name: "resolvers", Key: "v1", DNS: &providers.DNSConnection{Resolvers: []string{"192.0.2.53"}}}
+	dnsConn := &providers.Connection{Name: "resolvers", Key: "v1", Settings: struct{ Resolvers []string }{[]string{"192.0.2.53"}}}
 	for _, c := range []struct {
 		name string
 		p    providers.Provider
@@ -289,12 +289,12 @@ func TestConnectionRefusedCallsNothing(t *testing.T) {
 		{"EC2 region not the provider's", e.s.EC2(), asked(ec2Source(v1alpha1.AWSEC2Source{InstanceIDs: []string{"i-0a"}}), "team", usEast),
 			"spec.sources[vms].awsEC2.region: eu-west-1, but BackendProvider team serves us-east-1"},
 		// Even a role the flags allow: through a provider, the provider's role is read.
-		{"source's own role", e.s.RDS(), asked(withRole, "team", conn(func(*providers.AWSConnection) {})),
+		{"source's own role", e.s.RDS(), asked(withRole, "team", conn(func(*awsprovider.Settings) {})),
 			"spec.sources[db].awsRDS.assumeRoleARN: a source through BackendProvider team reads as that provider's role; remove assumeRoleARN, and set the role in the BackendProvider"},
 		{"not an AWS provider", e.s.RDS(), asked(db, "team", dnsConn), "BackendProvider resolvers is not an AWS connection"},
-		{"provider role not a role ARN", e.s.RDS(), asked(db, "team", conn(func(c *providers.AWSConnection) { c.AssumeRoleARN = "reader" })),
+		{"provider role not a role ARN", e.s.RDS(), asked(db, "team", conn(func(c *awsprovider.Settings) { c.AssumeRoleARN = "reader" })),
 			`BackendProvider team: "reader" is not an IAM role ARN`},
-		{"no region anywhere", e.s.RDS(), asked(noRegion, "team", conn(func(c *providers.AWSConnection) { c.Region = "" })),
+		{"no region anywhere", e.s.RDS(), asked(noRegion, "team", conn(func(c *awsprovider.Settings) { c.Region = "" })),
 			"spec.sources[db].awsRDS.region: empty, and BackendProvider team names no region"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -313,7 +313,7 @@ func TestConnectionRegion(t *testing.T) {
 	e := newEnv(t, nil)
 	e.fake.PutDBInstance(dbInstance("db-1", "192.0.2.61"))
 	c := awsConnection("virginia", "", e.fake.URL)
-	c.AWS.Region = "us-east-1"
+	settingsOf(c).Region = "us-east-1"
 	for _, r := range []string{"", "us-east-1"} {
 		src := rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "db-1"})
 		src.AWSRDS.Region = r

@@ -58,7 +58,7 @@ func (p *EC2Provider) Resolve(ctx context.Context, req providers.Request) (provi
 		return providers.Result{}, err
 	}
 	id := t.id
-	p.s.use(providers.KindAWSEC2, req, listingKey{id, describeInstances})
+	p.s.use(KindEC2, req, listingKey{id, describeInstances})
 	instances, err := p.instances(ctx, id, time.Time{})
 	if err == nil && len(src.InstanceIDs) > 0 {
 		anyOf := func(m map[string]ec2Instance) bool {

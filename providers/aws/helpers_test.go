@@ -169,3 +169,9 @@ type noCredentials struct{}
 func (noCredentials) Retrieve(context.Context) (awssdk.Credentials, error) {
 	return awssdk.Credentials{}, errors.New("no EC2 IMDS role found")
 }
+
+// settingsOf are the AWS settings of c, which the test built as such.
+func settingsOf(c *providers.Connection) *awsprovider.Settings {
+	s, _ := providers.SettingsOf[*awsprovider.Settings](c)
+	return s
+}

@@ -99,7 +99,7 @@ func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (provi
 	if src.DBClusterIdentifier != "" {
 		reads = append(reads, listingKey{id, describeDBClusters})
 	}
-	p.s.use(providers.KindAWSRDS, req, reads...)
+	p.s.use(KindRDS, req, reads...)
 	instances, err := p.instances(ctx, id, time.Time{})
 	if err != nil {
 		return providers.Result{}, classify(err, field, "rds:DescribeDBInstances", t)

@@ -104,6 +104,10 @@ var reasonPattern = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 
 // Fixtures are the cases a provider is checked with.
 type Fixtures struct {
+	// Kinds are the rows of the table of source kinds the provider's kind
+	// is checked against: its package's own (providers/<kind>.Kinds), or
+	// the controller's table.
+	Kinds providers.Kinds
 	// Good are sources that resolve successfully, each to exactly its
 	// Want endpoints; at least one must expect at least one endpoint.
 	Good []Case
@@ -130,6 +134,8 @@ type Reporter interface {
 // that a provider passes by leaving a check out proves nothing.
 func (f Fixtures) Validate() error {
 	switch {
+	case len(f.Kinds) == 0:
+		return errors.New("no rows of the table of source kinds to check the provider's kind against")
 	case len(f.Good) == 0:
 		return errors.New("no good case")
 	case !slices.ContainsFunc(f.Good, func(c Case) bool { return len(c.Want) > 0 }):
@@ -183,19 +189,19 @@ func (s suite) call(ctx context.Context, req providers.Request) (providers.Resul
 }
 
 func (s suite) kind(t Reporter) {
-	k := s.p.Kind()
-	if known := providers.BuiltinKinds(); known.Of(sourceOfKind(known, k)) == nil {
-		t.Errorf("Kind() = %q, not a kind of the API", k)
+	k, known := s.p.Kind(), s.f.Kinds
+	if known.Of(sourceOfKind(known, k)) == nil {
+		t.Errorf("Kind() = %q, not a kind of the table", k)
 	}
 	if again := s.p.Kind(); again != k {
 		t.Errorf("Kind() changed between calls: %q then %q", k, again)
 	}
 	for _, c := range s.good {
-		if got := providers.KindOf(c.Request.Source); got != k {
+		if got := known.KindOf(c.Request.Source); got != k {
 			t.Errorf("case %s: KindOf(source) = %q, but the provider's Kind() = %q", c.Name, got, k)
 		}
 	}
-	if got := providers.KindOf(s.missing.Request.Source); got != k {
+	if got := known.KindOf(s.missing.Request.Source); got != k {
 		t.Errorf("missing case: KindOf(source) = %q, but the provider's Kind() = %q", got, k)
 	}
 }

@@ -135,7 +135,8 @@ func TestCheckConnectionTLS(t *testing.T) {
 	p := newProvider(t, newWakes(), consul.Options{Address: closedPort(t)})
 	withTLS := func(addr string, ca []byte, serverName string) *providers.Connection {
 		c := connection("tls", addr, "", nil)
-		c.Consul.CAPEM, c.Consul.ServerName = ca, serverName
+		s := settingsOf(c)
+		s.CAPEM, s.ServerName = ca, serverName
 		return c
 	}
 	wantCheck(t, "CA and server name", check(t, p, withTLS(a.HTTPSAddr, ca, consultest.TLSServerName)))
@@ -175,7 +176,7 @@ func TestCheckConnectionAnswers(t *testing.T) {
 // connection is refused before anything is asked.
 func TestCheckConnectionRefusesOtherKinds(t *testing.T) {
 	p := newProvider(t, newWakes(), consul.Options{Address: closedPort(t)})
-	notConsul := &providers.Connection{Name: "dns", Key: "v1", DNS: &providers.DNSConnection{Resolvers: []string{"192.0.2.53"}}}
+	notConsul := &providers.Connection{Name: "dns", Key: "v1", Settings: struct{ Resolvers []string }{[]string{"192.0.2.53"}}}
 	wantCheck(t, "a DNS connection", check(t, p, notConsul), "BackendProvider dns is not a Consul connection")
 	wantCheck(t, "no address", check(t, p, connection("team", "", "", nil)), "BackendProvider team: no Consul address")
 }

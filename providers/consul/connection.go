@@ -62,14 +62,15 @@ func ownConn(client *api.Client, addr string, token *tokenFile, maxWatches, floo
 // checkConnection refuses a BackendProvider that cannot be a Consul
 // connection, before anything is built or asked.
 func checkConnection(cc *providers.Connection) error {
+	settings := settingsOf(cc)
 	switch {
-	case cc.Consul == nil:
+	case settings == nil:
 		return providers.Terminalf(v1alpha1.ReasonInvalidSpec,
 			"BackendProvider %s is not a Consul connection; name a Consul BackendProvider in providerRef", cc.Name)
 	case cc.Key == "":
 		// The zero connID is the controller's own connection.
 		return providers.Terminalf(v1alpha1.ReasonInvalidSpec, "BackendProvider %s: connection without a key", cc.Name)
-	case cc.Consul.Address == "":
+	case settings.Address == "":
 		return providers.Terminalf(v1alpha1.ReasonInvalidSpec,
 			"BackendProvider %s: no Consul address; set its host:port or https:// URL", cc.Name)
 	}
@@ -81,7 +82,7 @@ func checkConnection(cc *providers.Connection) error {
 // package's defaults (address, CA, client certificate, token, scheme) are
 // the controller's own connection, not this one's.
 func newConn(cc *providers.Connection) (*conn, error) {
-	sc := cc.Consul
+	sc := settingsOf(cc)
 	who := "BackendProvider " + cc.Name
 	tlsConfig := api.TLSConfig{CAPem: sc.CAPEM, Address: sc.ServerName}
 	// DefaultConfig's transport is a fresh pooled one, as the controller's

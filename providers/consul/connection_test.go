@@ -54,7 +54,7 @@ func readToken(t *testing.T, a *consultest.Agent) consultest.Token {
 
 // connection is BackendProvider name at addr, at version v1 of its spec.
 func connection(name, addr, datacenter string, token func() (string, error)) *providers.Connection {
-	return &providers.Connection{Name: name, Key: "v1", Consul: &providers.ConsulConnection{
+	return &providers.Connection{Name: name, Key: "v1", Settings: &consul.Settings{
 		Address: addr, Datacenter: datacenter, Token: token,
 	}}
 }
@@ -236,11 +236,11 @@ func TestRefusedRequestsAskNothing(t *testing.T) {
 	proxy := consultest.NewProxy(t, shared.Addr)
 	p := newProvider(t, newWakes(), consul.Options{Address: proxy.Addr})
 	good := connection("team", proxy.Addr, "", nil)
-	notConsul := &providers.Connection{Name: "dns", Key: "v1", DNS: &providers.DNSConnection{Resolvers: []string{"192.0.2.53"}}}
+	notConsul := &providers.Connection{Name: "dns", Key: "v1", Settings: struct{ Resolvers []string }{[]string{"192.0.2.53"}}}
 	noKey := connection("team", proxy.Addr, "", nil)
 	noKey.Key = ""
 	badCA := connection("team", proxy.Addr, "", nil)
-	badCA.Consul.CAPEM = []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+	settingsOf(badCA).CAPEM = []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
 	badScheme := connection("team", "ftp://"+proxy.Addr, "", nil)
 	cases := []struct {
 		name    string
@@ -310,7 +310,8 @@ func TestConnectionTLS(t *testing.T) {
 	must(t, err)
 	withTLS := func(addr string, ca []byte, serverName string) *providers.Connection {
 		c := connection("tls", addr, "", nil)
-		c.Consul.CAPEM, c.Consul.ServerName = ca, serverName
+		s := settingsOf(c)
+		s.CAPEM, s.ServerName = ca, serverName
 		return c
 	}
 	cases := []struct {
@@ -344,4 +345,10 @@ func TestConnectionTLS(t *testing.T) {
 			resolveUntil(t, p, w, through(request("tls", "consul", v1alpha1.ConsulSource{Service: "tls"}), c.conn), c.check)
 		})
 	}
+}
+
+// settingsOf are the Consul settings of c, which the test built as such.
+func settingsOf(c *providers.Connection) *consul.Settings {
+	s, _ := providers.SettingsOf[*consul.Settings](c)
+	return s
 }

@@ -96,8 +96,8 @@ func New(opts Options, waker providers.Waker) (*Provider, error) {
 	return p, nil
 }
 
-// Kind is providers.KindConsul.
-func (*Provider) Kind() providers.Kind { return providers.KindConsul }
+// Kind is the consul kind.
+func (*Provider) Kind() providers.Kind { return Kind }
 
 // Resolve returns the instances of the source's Consul service as endpoints.
 // It registers the source as a user of its watch (leaving the watch it used
@@ -129,7 +129,7 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 			return providers.Result{}, err
 		}
 		id = connID{cc.Name, cc.Key}
-		datacenter = cmp.Or(datacenter, cc.Consul.Datacenter)
+		datacenter = cmp.Or(datacenter, settingsOf(cc).Datacenter)
 	}
 	key, q := keyOf(id, datacenter, src)
 	w, err := p.use(interest{types.NamespacedName{Namespace: req.Namespace, Name: req.Backend}, req.Source.Name}, key, q, req.Connection,
@@ -247,7 +247,7 @@ func (p *Provider) useLocked(i interest, key watchKey, q query, cc *providers.Co
 		go p.run(ctx, w)
 	}
 	if cc != nil {
-		w.conn.token = tokenOf(w.conn.who, cc.Consul.Token)
+		w.conn.token = tokenOf(w.conn.who, settingsOf(cc).Token)
 	}
 	if old, ok := p.interests[i]; ok && old != w {
 		p.drop(i)
@@ -274,7 +274,8 @@ func (p *Provider) agentOf(ctx context.Context, id connID, cc *providers.Connect
 	case cc == nil:
 		return agentAddress(ctx, p.own.addr, p.opts.CAFile != "" || p.opts.TLSServerName != "")
 	}
-	return agentAddress(ctx, cc.Consul.Address, len(cc.Consul.CAPEM) > 0 || cc.Consul.ServerName != "")
+	s := settingsOf(cc)
+	return agentAddress(ctx, s.Address, len(s.CAPEM) > 0 || s.ServerName != "")
 }
 
 // connect returns the connection of cc (the controller's own when nil),

@@ -241,7 +241,8 @@ func TestConformance(t *testing.T) {
 		return providertest.NewRequest(v1alpha1.Source{Name: name, Consul: &src})
 	}
 	providertest.Run(t, providertest.Harness{
-		Kind:     providers.KindConsul,
+		Kind:     consul.Kind,
+		Kinds:    consul.Kinds(),
 		Provider: newProvider(t, newWakes(), consul.Options{Address: shared.Addr}),
 		Good: func(t *testing.T) []providertest.Case {
 			registerConformance(t)

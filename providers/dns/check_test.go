@@ -10,6 +10,7 @@ import (
 	mdns "github.com/miekg/dns"
 
 	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/providers/dns"
 )
 
 // TestCheckConnection checks a BackendProvider's resolvers: each is asked
@@ -28,7 +29,7 @@ func TestCheckConnection(t *testing.T) {
 	t.Cleanup(func() { _ = silent.Close() })
 	p := newProvider(t, testOptions(up))
 	conn := func(resolvers ...string) *providers.Connection {
-		return &providers.Connection{Name: "resolvers", Key: "v1", DNS: &providers.DNSConnection{Resolvers: resolvers}}
+		return &providers.Connection{Name: "resolvers", Key: "v1", Settings: &dns.Settings{Resolvers: resolvers}}
 	}
 	check := func(c *providers.Connection) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

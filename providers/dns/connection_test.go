@@ -10,6 +10,7 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/providers/dns"
 	"github.com/backendslice/backendslice/providers/providertest"
 )
 
@@ -17,7 +18,7 @@ import (
 // named name listing resolvers.
 func throughResolvers(src v1alpha1.Source, name string, resolvers ...string) providers.Request {
 	req := providertest.NewRequest(src, ipv4...)
-	req.Connection = &providers.Connection{Name: name, Key: "v1", DNS: &providers.DNSConnection{Resolvers: resolvers}}
+	req.Connection = &providers.Connection{Name: name, Key: "v1", Settings: &dns.Settings{Resolvers: resolvers}}
 	return req
 }
 
@@ -64,7 +65,7 @@ func TestConnectionRefusedAsksNothing(t *testing.T) {
 	s.Set(host, mdns.TypeA, 60, "192.0.2.10")
 	p := newProvider(t, testOptions(s))
 	consul := providertest.NewRequest(source("db", host))
-	consul.Connection = &providers.Connection{Name: "catalog", Key: "v1", Consul: &providers.ConsulConnection{Address: s.Addr}}
+	consul.Connection = &providers.Connection{Name: "catalog", Key: "v1", Settings: struct{ Address string }{s.Addr}}
 	for _, c := range []struct {
 		name string
 		req  providers.Request

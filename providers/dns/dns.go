@@ -206,15 +206,16 @@ func (p *Provider) resolversOf(cc *providers.Connection) (resolverSet, error) {
 		return p.resolvers, nil
 	}
 	from := "BackendProvider " + cc.Name
+	settings, ok := providers.SettingsOf[*Settings](cc)
 	switch {
-	case cc.DNS == nil:
+	case !ok:
 		return resolverSet{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec,
 			"%s is not a DNS connection; name a DNS BackendProvider in providerRef", from)
-	case len(cc.DNS.Resolvers) == 0:
+	case len(settings.Resolvers) == 0:
 		return resolverSet{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "%s lists no DNS resolvers", from)
 	}
-	set := resolverSet{addrs: make([]string, 0, len(cc.DNS.Resolvers)), from: from}
-	for _, r := range cc.DNS.Resolvers {
+	set := resolverSet{addrs: make([]string, 0, len(settings.Resolvers)), from: from}
+	for _, r := range settings.Resolvers {
 		addr, err := hostPort(r)
 		if err != nil {
 			return resolverSet{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "%s: resolver %q: %v", from, r, err)
@@ -242,8 +243,8 @@ func hostPort(s string) (string, error) {
 	return s, nil
 }
 
-// Kind is providers.KindDNS.
-func (*Provider) Kind() providers.Kind { return providers.KindDNS }
+// Kind is the dns kind.
+func (*Provider) Kind() providers.Kind { return Kind }
 
 // Resolve looks up the source's name and returns one serving endpoint per
 // address of the families asked for, plus the name itself when FQDN is.

@@ -138,7 +138,8 @@ func TestConformance(t *testing.T) {
 	s.Set("delegated."+zone, mdns.TypeNS, 60, "ns.elsewhere.example.")
 
 	providertest.Run(t, providertest.Harness{
-		Kind:     providers.KindDNS,
+		Kind:     dns.Kind,
+		Kinds:    dns.Kinds(),
 		Provider: newProvider(t, testOptions(s)),
 		Good: func(*testing.T) []providertest.Case {
 			return []providertest.Case{
@@ -197,8 +198,8 @@ func TestConformance(t *testing.T) {
 
 func TestKind(t *testing.T) {
 	p := newProvider(t, testOptions(startServer(t)))
-	if k := p.Kind(); k != providers.KindDNS {
-		t.Errorf("Kind() = %q, want %q", k, providers.KindDNS)
+	if k := p.Kind(); k != dns.Kind {
+		t.Errorf("Kind() = %q, want %q", k, dns.Kind)
 	}
 }
 

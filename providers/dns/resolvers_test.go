@@ -47,7 +47,7 @@ func TestConnectionResolversAreCanonical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := p.resolversOf(&providers.Connection{Name: "team", Key: "v1", DNS: &providers.DNSConnection{
+	got, err := p.resolversOf(&providers.Connection{Name: "team", Key: "v1", Settings: &Settings{
 		Resolvers: []string{"198.51.100.53", "2001:db8::54", "[2001:db8::55]:5353", "dns.example.com"},
 	}})
 	want := []string{"198.51.100.53:53", "[2001:db8::54]:53", "[2001:db8::55]:5353", "dns.example.com:53"}

@@ -170,9 +170,9 @@ func TestHostileReadsAreBounded(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tc := newTurncoat(t, c.tls)
 			conn := connection(tc.srv.URL)
-			conn.Plugin.Timeout = 300 * time.Millisecond
+			settingsOf(conn).Timeout = 300 * time.Millisecond
 			if c.tls {
-				conn.Plugin.CAPEM = caOf(tc.srv)
+				settingsOf(conn).CAPEM = caOf(tc.srv)
 			}
 			p := newProvider(t, newWakes())
 			req := source("web", "web", conn)

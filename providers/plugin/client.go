@@ -62,7 +62,7 @@ type conn struct {
 
 // newConn makes the client of cc, a plugin connection.
 func newConn(cc *providers.Connection, requests *atomic.Uint64, m *metrics) (*conn, error) {
-	pc := cc.Plugin
+	pc := settingsOf(cc)
 	client, err := NewHTTPClient(pc)
 	if err != nil {
 		return nil, providers.Terminalf(v1alpha1.ReasonProviderNotAvailable, "BackendProvider %s: %v", cc.Name, err)
@@ -104,7 +104,7 @@ const (
 // the provider's timeout, the headers by MaxResponseHeaderBytes (the body
 // is bounded where it is read, and the whole answer by the request's
 // deadline).
-func NewHTTPClient(pc *providers.PluginConnection) (*http.Client, error) {
+func NewHTTPClient(pc *Settings) (*http.Client, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: pc.ServerName}
 	if len(pc.CAPEM) > 0 {
 		pool := x509.NewCertPool()

@@ -204,8 +204,8 @@ func New(opts Options, waker providers.Waker) (*Provider, error) {
 	return p, nil
 }
 
-// Kind is providers.KindPlugin.
-func (*Provider) Kind() providers.Kind { return providers.KindPlugin }
+// Kind is the plugin kind.
+func (*Provider) Kind() providers.Kind { return Kind }
 
 // Resolve returns the latest answer of the source's watch, starting the
 // watch on the first call. It waits for a new watch's first answer at
@@ -218,7 +218,7 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 	switch {
 	case src == nil:
 		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not a plugin source", req.Source.Name)
-	case cc == nil || cc.Plugin == nil || cc.Key == "":
+	case settingsOf(cc) == nil || cc.Key == "":
 		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonProviderNotAvailable,
 			"spec.sources[%s].providerRef: a plugin source is resolved through a BackendProvider of kind plugin only; name one", req.Source.Name)
 	}
@@ -676,7 +676,7 @@ func (p *Provider) Close() {
 // UnsupportedProtocol: the BackendProvider says so at once). The client
 // is made for the check and closed after it.
 func (p *Provider) CheckConnection(ctx context.Context, cc *providers.Connection) error {
-	if cc == nil || cc.Plugin == nil {
+	if settingsOf(cc) == nil {
 		return errors.New("a plugin BackendProvider names its plugin's url; there is no connection of the controller's own to check")
 	}
 	// The check's request is not one of the sources' (Stats).

@@ -88,7 +88,7 @@ func (inv *inventory) set(group string, eps ...sdk.Endpoint) {
 
 // connection is a plugin connection to url, as a BackendProvider's row builds it.
 func connection(url string) *providers.Connection {
-	return &providers.Connection{Name: "inventory", Key: "k1", Plugin: &providers.PluginConnection{
+	return &providers.Connection{Name: "inventory", Key: "k1", Settings: &Settings{
 		URL: url, Timeout: 2 * time.Second, MaxEndpoints: 10, MaxConcurrentRequests: 4}}
 }
 
@@ -124,7 +124,8 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(srv.Close)
 			conn := connection(srv.URL)
 			providertest.Run(t, providertest.Harness{
-				Kind:     providers.KindPlugin,
+				Kind:     Kind,
+				Kinds:    Kinds(),
 				Provider: newProvider(t, newWakes()),
 				Good: func(*testing.T) []providertest.Case {
 					return []providertest.Case{
@@ -334,7 +335,7 @@ func TestSlowPluginHoldsNoReconcile(t *testing.T) {
 	}))
 	t.Cleanup(func() { close(release); srv.Close() })
 	conn := connection(srv.URL)
-	conn.Plugin.Timeout = 300 * time.Millisecond
+	settingsOf(conn).Timeout = 300 * time.Millisecond
 	p := newProvider(t, newWakes())
 	_, err := p.Resolve(context.Background(), source("a", "web", conn))
 	if err == nil || providers.IsTerminal(err) || !strings.Contains(err.Error(), "within spec.plugin.timeout (300ms)") {

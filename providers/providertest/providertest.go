@@ -4,7 +4,8 @@
 //
 //	func TestConformance(t *testing.T) {
 //		providertest.Run(t, providertest.Harness{
-//			Kind:     providers.KindMine,
+//			Kind:     mine.Kind,
+//			Kinds:    mine.Kinds(),
 //			Provider: myprovider.New(...),
 //			Good:     func(t *testing.T) []providertest.Case { ... },
 //			Missing:  func(t *testing.T) providertest.MissingCase { ... },
@@ -52,11 +53,15 @@ var NewRequest = conformance.NewRequest
 // Provider, Good, Missing and Broken are required: Run fails when one is
 // missing, so that no provider passes the suite by leaving a check out.
 type Harness struct {
-	// Kind is the source kind the harness checks, a kind of the table
-	// (providers.BuiltinKinds): Run fails when the provider's Kind() is
-	// another, and the conformance package's test finds every kind of the
-	// table in some harness's Kind, so that no kind goes unchecked.
+	// Kind is the source kind the harness checks, a constant of the
+	// kind's package: Run fails when the provider's Kind() is another, and
+	// a test of the controller's table finds every kind of the table in
+	// some harness's Kind, so that no kind goes unchecked.
 	Kind providers.Kind
+
+	// Kinds are the rows of the kind's package (providers/<kind>.Kinds),
+	// which must claim the sources of the cases.
+	Kinds providers.Kinds
 
 	// Provider is the provider under test.
 	Provider providers.Provider
@@ -104,7 +109,7 @@ func Run(t *testing.T, h Harness) {
 	case h.Broken == nil:
 		t.Fatal("providertest: Harness.Broken is required")
 	}
-	f := conformance.Fixtures{Good: h.Good(t), Missing: h.Missing(t), Broken: h.Broken(t),
+	f := conformance.Fixtures{Kinds: h.Kinds, Good: h.Good(t), Missing: h.Missing(t), Broken: h.Broken(t),
 		Concurrency: h.Concurrency, CancelBound: h.CancelBound}
 	if err := f.Validate(); err != nil {
 		t.Fatal("providertest: Harness: " + err.Error())

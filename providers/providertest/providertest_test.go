@@ -13,6 +13,8 @@ import (
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
+	"github.com/backendslice/backendslice/providers/dns"
+	"github.com/backendslice/backendslice/providers/static"
 )
 
 // faultEnv selects, in a child test process, the fault the fake provider
@@ -30,9 +32,9 @@ type fake struct {
 
 func (f *fake) Kind() providers.Kind {
 	if f.fault == "wrong-kind" {
-		return providers.KindDNS
+		return dns.Kind
 	}
-	return providers.KindStatic
+	return static.Kind
 }
 
 func (f *fake) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
@@ -139,7 +141,8 @@ func fakeHarness(fault string) Harness {
 		}}
 	}
 	h := Harness{
-		Kind:     providers.KindStatic,
+		Kind:     static.Kind,
+		Kinds:    static.Kinds(),
 		Provider: &fake{fault: fault},
 		Good:     good,
 		Missing: func(*testing.T) MissingCase {
@@ -160,11 +163,13 @@ func fakeHarness(fault string) Harness {
 	case "harness-no-good":
 		h.Good = nil
 	case "harness-wrong-kind":
-		h.Kind = providers.KindDNS
+		h.Kind = dns.Kind
 	case "wrong-kind":
 		// The harness says the kind the provider claims, so that the
 		// suite's own check of the sources' kind runs.
-		h.Kind = providers.KindDNS
+		h.Kind = dns.Kind
+	case "harness-no-kinds":
+		h.Kinds = nil
 	case "harness-no-missing":
 		h.Missing = nil
 	case "harness-no-broken":
@@ -246,6 +251,7 @@ func TestSuiteCatchesFaults(t *testing.T) {
 		"harness-no-good":          "Harness.Good is required",
 		"harness-wrong-kind":       `Harness.Kind is "dns", but the provider's Kind() is "static"`,
 		"harness-no-missing":       "Harness.Missing is required",
+		"harness-no-kinds":         "Harness: no rows of the table of source kinds",
 		"harness-no-broken":        "Harness: no broken case",
 		"harness-only-empty-good":  "Harness: every good case expects no endpoint",
 		"harness-bad-want":         "Harness: good case two expects endpoint 2001:db8::10 has port -1",

@@ -14,8 +14,8 @@ type Provider struct{}
 // New returns a static provider.
 func New() Provider { return Provider{} }
 
-// Kind is providers.KindStatic.
-func (Provider) Kind() providers.Kind { return providers.KindStatic }
+// Kind is the static kind.
+func (Provider) Kind() providers.Kind { return Kind }
 
 // Resolve returns the endpoints written in the spec with their health.
 func (Provider) Resolve(_ context.Context, req providers.Request) (providers.Result, error) {

@@ -17,7 +17,8 @@ func staticSource(name string, eps ...v1alpha1.StaticEndpoint) v1alpha1.Source {
 
 func TestConformance(t *testing.T) {
 	providertest.Run(t, providertest.Harness{
-		Kind:     providers.KindStatic,
+		Kind:     static.Kind,
+		Kinds:    static.Kinds(),
 		Provider: static.New(),
 		Good: func(*testing.T) []providertest.Case {
 			return []providertest.Case{
@@ -129,7 +130,7 @@ func TestBadHealthIsTerminal(t *testing.T) {
 }
 
 func TestKind(t *testing.T) {
-	if k := static.New().Kind(); k != providers.KindStatic {
-		t.Errorf("Kind() = %q, want %q", k, providers.KindStatic)
+	if k := static.New().Kind(); k != static.Kind {
+		t.Errorf("Kind() = %q, want %q", k, static.Kind)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/config/crd"
 	"github.com/backendslice/backendslice/internal/admission"
 	"github.com/backendslice/backendslice/internal/validate"
@@ -210,7 +211,8 @@ func differentialCases(t *testing.T, ns string) []diffCase {
 // tests' controller configuration.
 func validateOptions(ns string) validate.Options {
 	cfg := framework.TestConfig()
-	return validate.Options{Namespace: ns, Decision: cfg.Decision(), AllowSourcesWithoutProvider: cfg.AllowSourcesWithoutProvider}
+	return validate.Options{Namespace: ns, Decision: cfg.Decision(), AllowSourcesWithoutProvider: cfg.AllowSourcesWithoutProvider,
+		Kinds: wiring.Kinds()}
 }
 
 // TestValidateAgreesWithAdmission: every case gets the same verdict,

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
-	"github.com/backendslice/backendslice/internal/cli"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/lint/support"
@@ -570,7 +570,7 @@ func chartOptions(t *testing.T, values string) (controllers.ManagerOptions, erro
 	}
 	var d appsv1.Deployment
 	typed(t, render(t, vals), "Deployment", &d)
-	return cli.OptionsFromArgs(d.Spec.Template.Spec.Containers[0].Args[1:])
+	return wiring.OptionsFromArgs(d.Spec.Template.Spec.Containers[0].Args[1:])
 }
 
 // TestSchemaRejects checks that values.schema.json refuses wrong values

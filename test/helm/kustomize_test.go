@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/backendslice/backendslice/internal/cli"
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	helmtest "github.com/backendslice/backendslice/test/helm"
 	"github.com/backendslice/backendslice/test/kustomizetest"
 )
@@ -59,7 +59,7 @@ func TestKustomizeDeploymentIsTheCharts(t *testing.T) {
 	if !reflect.DeepEqual(kp, hp) {
 		t.Errorf("Pod (but args and ServiceAccount)\n%+v,\nthe chart's\n%+v", kp, hp)
 	}
-	if _, err := cli.OptionsFromArgs(args[1:]); err != nil {
+	if _, err := wiring.OptionsFromArgs(args[1:]); err != nil {
 		t.Errorf("the controller refuses the base's arguments: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -29,7 +30,6 @@ import (
 	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
-	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/dns"
 	"github.com/backendslice/backendslice/providers/plugin"
 	"github.com/backendslice/backendslice/providers/plugin/protocol"
@@ -157,7 +157,7 @@ func startController() error {
 	if err != nil {
 		return err
 	}
-	reg, err := providers.NewRegistry(static.New(), d, plugins)
+	reg, err := slices.Concat(static.Kinds(), dns.Kinds(), plugin.Kinds()).NewRegistry(static.New(), d, plugins)
 	if err != nil {
 		return err
 	}

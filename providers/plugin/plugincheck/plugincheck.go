@@ -198,18 +198,23 @@ func Run(ctx context.Context, o Options, out io.Writer) ([]Result, error) {
 	return results, nil
 }
 
-// connection is the plugin connection a BackendProvider of o would give.
-func (o Options) connection() *providers.Connection {
-	pc := &providers.PluginConnection{URL: o.URL, CAPEM: o.CAPEM, ServerName: o.ServerName,
+// settings are the plugin settings a BackendProvider of o would give.
+func (o Options) settings() *plugin.Settings {
+	pc := &plugin.Settings{URL: o.URL, CAPEM: o.CAPEM, ServerName: o.ServerName,
 		Token:   func() (string, error) { return o.Token, nil },
-		Timeout: o.Timeout, MaxEndpoints: o.MaxEndpoints, MaxConcurrentRequests: providers.DefaultPluginConcurrency}
+		Timeout: o.Timeout, MaxEndpoints: o.MaxEndpoints, MaxConcurrentRequests: plugin.DefaultConcurrency}
 	if pc.Timeout == 0 {
-		pc.Timeout = providers.DefaultPluginTimeout
+		pc.Timeout = plugin.DefaultTimeout
 	}
 	if pc.MaxEndpoints == 0 {
-		pc.MaxEndpoints = providers.DefaultPluginMaxEndpoints
+		pc.MaxEndpoints = plugin.DefaultMaxEndpoints
 	}
-	return &providers.Connection{Name: "plugin-check", Key: "plugin-check", Plugin: pc}
+	return pc
+}
+
+// connection is the plugin connection a BackendProvider of o would give.
+func (o Options) connection() *providers.Connection {
+	return &providers.Connection{Name: "plugin-check", Key: "plugin-check", Settings: o.settings()}
 }
 
 // fixtures are the cases as the conformance suite takes them.
@@ -224,7 +229,7 @@ func (o Options) fixtures(conn *providers.Connection) conformance.Fixtures {
 		req.Connection = conn
 		return req
 	}
-	var f conformance.Fixtures
+	f := conformance.Fixtures{Kinds: plugin.Kinds()}
 	for i, g := range c.Good {
 		want := make([]providers.Endpoint, 0, len(g.Want))
 		for _, e := range g.Want {
@@ -442,7 +447,7 @@ func (o Options) resolve(ctx context.Context, req protocol.ResolveRequest) (prot
 // client and bounds (GET when body is nil), with token, and returns the
 // status and the body (at most the answer bound).
 func (o Options) post(ctx context.Context, path string, body any, token string) (int, []byte, time.Duration, error) {
-	conn := o.connection().Plugin
+	conn := o.settings()
 	client, err := plugin.NewHTTPClient(conn)
 	if err != nil {
 		return 0, nil, 0, err

@@ -124,7 +124,7 @@ func runChild(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := &providers.Connection{Name: "fleet", Key: "fleet", Plugin: &providers.PluginConnection{
+	conn := &providers.Connection{Name: "fleet", Key: "fleet", Settings: &plugin.Settings{
 		URL: c.PluginURL, Timeout: 10 * time.Second, MaxEndpoints: 10, MaxConcurrentRequests: 16}}
 	requests := make([]providers.Request, len(c.Sources))
 	for i, g := range c.Sources {

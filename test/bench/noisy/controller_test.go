@@ -13,11 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers"
-	"github.com/backendslice/backendslice/internal/cli"
-	"github.com/backendslice/backendslice/providers"
-	dnsprovider "github.com/backendslice/backendslice/providers/dns"
-	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
 
@@ -34,8 +31,8 @@ const leaseName = "backendslice-controller.backendslice.io"
 // floor; sources must name a BackendProvider) with leader election on, no
 // listening ports, and the test's DNS server as the controller's own
 // resolver (which no source may use: every source names a provider).
-func binaryFlags(resolver string) (*cli.ControllerFlags, controllers.ManagerOptions, error) {
-	var f cli.ControllerFlags
+func binaryFlags(resolver string) (*wiring.ControllerFlags, controllers.ManagerOptions, error) {
+	var f wiring.ControllerFlags
 	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
 	f.Bind(fs)
 	err := fs.Parse([]string{
@@ -61,7 +58,7 @@ type managerExit struct {
 // would restart its container; each exit is recorded.
 type controller struct {
 	cfg    *rest.Config
-	flags  *cli.ControllerFlags
+	flags  *wiring.ControllerFlags
 	opts   controllers.ManagerOptions
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -113,16 +110,11 @@ func (c *controller) supervise(ctx context.Context) {
 // runOnce builds a manager with providers of its own, as a new process
 // would, and runs it until it stops.
 func (c *controller) runOnce(ctx context.Context) error {
-	dns, err := dnsprovider.New(c.flags.Providers.DNS)
+	p, err := c.flags.NewProviders(ctx)
 	if err != nil {
 		return err
 	}
-	reg, err := providers.NewRegistry(static.New(), dns)
-	if err != nil {
-		return err
-	}
-	opts := c.opts
-	opts.Providers = reg
+	opts := wiring.WithProviders(c.opts, p)
 	// Each manager registers its metrics anew, and a second one in this
 	// process must pass controller-runtime's check of unique names.
 	opts.MetricsRegistry = prometheus.NewRegistry()

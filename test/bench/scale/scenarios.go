@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/providers"
@@ -193,7 +194,7 @@ func plan(ctx context.Context, xbs []*v1alpha1.ExternalBackend, ns string, cfg e
 		}
 		xb := xb.DeepCopy()
 		xb.Namespace = ns
-		svc, sl, dropped, err := externalbackend.Render(xb, results, cfg, publish.ClusterNetworks{})
+		svc, sl, dropped, err := externalbackend.Render(wiring.Kinds(), xb, results, cfg, publish.ClusterNetworks{})
 		if err != nil {
 			return nil, err
 		}

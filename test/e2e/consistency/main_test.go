@@ -27,9 +27,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
-	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
@@ -67,7 +67,7 @@ func newManager(t *testing.T) ctrl.Manager {
 // through c, with the static provider and the test configuration.
 func newReconciler(t *testing.T, mgr ctrl.Manager, c client.Client) *externalbackend.Reconciler {
 	t.Helper()
-	reg, err := providers.NewRegistry(static.New())
+	reg, err := wiring.Kinds().NewRegistry(static.New())
 	if err != nil {
 		t.Fatal(err)
 	}

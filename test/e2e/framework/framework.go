@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/controllers/backendprovider"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
@@ -171,7 +172,7 @@ func (e *Env) startController(opts Options) error {
 	if err != nil {
 		return err
 	}
-	reg, err := providers.NewRegistry(ps...)
+	reg, err := wiring.Kinds().NewRegistry(ps...)
 	if err != nil {
 		return err
 	}

@@ -18,8 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/providers"
+	consulprovider "github.com/backendslice/backendslice/providers/consul"
 	dnsprovider "github.com/backendslice/backendslice/providers/dns"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
@@ -130,7 +132,7 @@ func silentResolver(t *testing.T) string {
 // ignores its context, as one with a bug would.
 type deafProvider struct{}
 
-func (deafProvider) Kind() providers.Kind { return providers.KindConsul }
+func (deafProvider) Kind() providers.Kind { return consulprovider.Kind }
 
 func (deafProvider) Resolve(context.Context, providers.Request) (providers.Result, error) {
 	select {}
@@ -161,7 +163,7 @@ func child(raw string) error {
 	if err != nil {
 		return err
 	}
-	reg, err := providers.NewRegistry(dns, deafProvider{})
+	reg, err := wiring.Kinds().NewRegistry(dns, deafProvider{})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
@@ -48,7 +49,7 @@ func kindsWithInventory() providers.Kinds {
 		Provider: provider,
 		Admit:    admitListed,
 	}
-	return append(providers.Kinds{row}, providers.BuiltinKinds()...)
+	return append(providers.Kinds{row}, wiring.Kinds()...)
 }
 
 // admitListed is the inventory's own rule: it serves the services its
@@ -82,7 +83,7 @@ func (f *fakeInventory) Resolve(_ context.Context, req providers.Request) (provi
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked[req.Namespace] = append(f.asked[req.Namespace], req)
-	if c := req.Connection; c == nil || c.Consul != nil || c.Name != req.Source.ProviderRef.Name {
+	if c := req.Connection; c == nil || c.Settings != nil || c.Name != req.Source.ProviderRef.Name {
 		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "inventory asked through %+v, not the inventory row's connection", c)
 	}
 	var res providers.Result
@@ -160,7 +161,7 @@ func TestInventoryPublishes(t *testing.T) {
 	if len(reqs) == 0 {
 		t.Fatal("published, but the inventory was never asked")
 	}
-	if c := reqs[0].Connection; c.Name != provider || c.Key == "" || c.Consul != nil || c.DNS != nil || c.AWS != nil {
+	if c := reqs[0].Connection; c.Name != provider || c.Key == "" || c.Settings != nil {
 		t.Errorf("inventory asked through %+v, want the inventory row's connection of %s", c, provider)
 	}
 

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
-	"github.com/backendslice/backendslice/internal/cli"
 	"github.com/backendslice/backendslice/test/controlplane"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
@@ -111,14 +111,14 @@ func TestClusterAddressesNotNamed(t *testing.T) {
 // --deny-pod-cidrs=false, the way out, it is published. Not parallel: it
 // restarts the controller with that flag, as the flags parse it.
 func TestPodRangeDeniedByDefault(t *testing.T) {
-	byDefault, err := cli.OptionsFromArgs(nil)
+	byDefault, err := wiring.OptionsFromArgs(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if suite := framework.TestConfig().DenyPodCIDRs; suite != byDefault.Config.DenyPodCIDRs || !suite {
 		t.Fatalf("the binary denies Pod ranges by default: %v, the suite's controller: %v; want both true", byDefault.Config.DenyPodCIDRs, suite)
 	}
-	turnedOff, err := cli.OptionsFromArgs([]string{"--deny-pod-cidrs=false"})
+	turnedOff, err := wiring.OptionsFromArgs([]string{"--deny-pod-cidrs=false"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,9 +24,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/backendslice/backendslice/cmd/backendslice/wiring"
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
-	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/static"
 	"github.com/backendslice/backendslice/test/e2e/framework"
 )
@@ -109,7 +109,7 @@ func runController(kubeconfig, leaseNamespace string) error {
 		return err
 	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return reportRefusals{next: rt} })
-	reg, err := providers.NewRegistry(static.New())
+	reg, err := wiring.Kinds().NewRegistry(static.New())
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,10 @@
-// Package cli holds what the backendslice commands share: the controller's
-// flags, the checks on them, and the providers they configure. The
-// controller, render and the demo (its own binary) each take what they need
-// from here, so that a flag means the same in all three.
-package cli
+// Package wiring builds what the backendslice commands run: the table of
+// source kinds (Kinds, the one place that lists the kinds' packages), the
+// controller's flags and the checks on them, and the providers the flags
+// configure. The controller, render, validate, import and the demo (its
+// own binary) each take what they need from here, so that a flag means
+// the same in all of them.
+package wiring
 
 import (
 	"flag"
@@ -24,10 +26,7 @@ import (
 	"github.com/backendslice/backendslice/internal/fairshare"
 	"github.com/backendslice/backendslice/internal/publish"
 	"github.com/backendslice/backendslice/probe"
-	awsprovider "github.com/backendslice/backendslice/providers/aws"
-	consulprovider "github.com/backendslice/backendslice/providers/consul"
-	dnsprovider "github.com/backendslice/backendslice/providers/dns"
-	pluginprovider "github.com/backendslice/backendslice/providers/plugin"
+	"github.com/backendslice/backendslice/providers"
 )
 
 // ControllerFlags are the flags of `backendslice controller`, also taken by
@@ -40,20 +39,15 @@ type ControllerFlags struct {
 	// each by name (--unsafe-allow-default-denied).
 	allowDefaultDenied []string
 	zap                zap.Options
-	// Providers configure the source kinds that call out.
-	Providers ProviderOptions
-}
-
-// ProviderOptions configure the providers that reach outside the cluster.
-type ProviderOptions struct {
-	DNS    dnsprovider.Options
-	Consul consulprovider.Options
-	AWS    awsprovider.Options
-	Plugin pluginprovider.Options
-	// NamespaceWatchFloor is the least share of a watch budget (Consul's
-	// and the plugins') a namespace is held to; NewProviders gives it to
-	// both.
-	NamespaceWatchFloor int
+	// kinds is the table of source kinds whose flags are bound.
+	kinds providers.Kinds
+	// providers builds the providers of every kind, as the kinds' own
+	// flags say.
+	providers providers.Configuration
+	// namespaceWatchFloor is the least share of a watch budget (Consul's
+	// and the plugins') a namespace is held to; every provider that holds
+	// watches is given it.
+	namespaceWatchFloor int
 }
 
 // Bind registers the flags on fs.
@@ -95,12 +89,9 @@ func (f *ControllerFlags) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.manager.Config.Coalesce.Max, "coalesce-max", 5*time.Second, "longest a provider change is held while the endpoints keep changing (with --coalesce-quiet)")
 	fs.DurationVar(&f.manager.ProviderChecks.Interval, "provider-check-interval", backendprovider.DefaultCheckInterval, "how often each BackendProvider's connection is checked (Consul's leader and token, STS GetCallerIdentity, each DNS resolver) while it passes; a failing one is checked again sooner, with backoff; Ready turns False after 3 failed checks in a row and True again after 2 passed")
 	fs.DurationVar(&f.manager.ProviderChecks.Timeout, "provider-check-timeout", backendprovider.DefaultCheckTimeout, "longest time one check of a BackendProvider's connection may take (at most --provider-check-interval)")
-	f.Providers.DNS.BindFlags(fs)
-	f.Providers.Consul.BindFlags(fs)
-	f.Providers.AWS.BindFlags(fs)
-	fs.DurationVar(&f.Providers.Plugin.Wait, "plugin-wait", pluginprovider.DefaultWait, "how long a plugin that pushes may hold a long-poll, sent as waitSeconds (1s to 10m; its changes come at once whatever this says; it bounds how often an idle source asks again)")
-	fs.IntVar(&f.Providers.Plugin.MaxWatches, "plugin-max-watches", pluginprovider.DefaultMaxWatches, "most sources watched at once through one plugin BackendProvider; past it a new source fails transiently, naming the limit. While several namespaces hold watches, each may hold its share (see --namespace-watch-floor)")
-	fs.IntVar(&f.Providers.NamespaceWatchFloor, "namespace-watch-floor", fairshare.DefaultSeatFloor, "while several namespaces hold watches of one budget (--consul-max-watches, --consul-max-watches-per-agent, --plugin-max-watches), each may hold its share: the budget divided by the namespaces holding watches, never less than this floor; a namespace alone may use the whole budget, and one under its share that finds the budget full takes a watch back from the namespace most over its share")
+	f.kinds = Kinds()
+	f.providers = f.kinds.Configure(fs)
+	fs.IntVar(&f.namespaceWatchFloor, "namespace-watch-floor", fairshare.DefaultSeatFloor, "while several namespaces hold watches of one budget (--consul-max-watches, --consul-max-watches-per-agent, --plugin-max-watches), each may hold its share: the budget divided by the namespaces holding watches, never less than this floor; a namespace alone may use the whole budget, and one under its share that finds the budget full takes a watch back from the namespace most over its share")
 	gofs := flag.NewFlagSet("zap", flag.ExitOnError)
 	f.zap.BindFlags(gofs)
 	fs.AddGoFlagSet(gofs)
@@ -121,7 +112,7 @@ func OptionsFromArgs(args []string) (controllers.ManagerOptions, error) {
 }
 
 // ManagerOptions checks the flags and returns the manager options they
-// describe, without providers: those are built by NewProviders, by the
+// describe, without providers: those are built by NewProviders, for the
 // commands that call out.
 func (f *ControllerFlags) ManagerOptions() (controllers.ManagerOptions, error) {
 	opts := f.manager

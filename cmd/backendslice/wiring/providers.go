@@ -1,7 +1,8 @@
-package cli
+package wiring
 
 import (
 	"context"
+	"slices"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -15,6 +16,15 @@ import (
 	"github.com/backendslice/backendslice/providers/static"
 )
 
+// Kinds is the table of the source kinds this binary has: each kind's
+// package exports its rows, and this is the one place that lists the
+// packages. Flags, the registry, admission, connections, the status of
+// BackendProviders and the offline commands read it. Built afresh at each
+// call, so no caller can change another's table.
+func Kinds() providers.Kinds {
+	return slices.Concat(static.Kinds(), dnsprovider.Kinds(), consulprovider.Kinds(), awsprovider.Kinds(), pluginprovider.Kinds())
+}
+
 // Providers are the source providers of one controller, and the waker that
 // carries the push providers' changes to it.
 type Providers struct {
@@ -24,34 +34,12 @@ type Providers struct {
 	Waker *externalbackend.ChannelWaker
 }
 
-// NewProviders builds every provider this binary has, configured by o.
-func NewProviders(ctx context.Context, o ProviderOptions) (Providers, error) {
-	dns, err := dnsprovider.New(o.DNS)
-	if err != nil {
-		return Providers{}, err
-	}
+// NewProviders builds the provider of every kind of the table, configured
+// by the flags f parsed.
+func (f *ControllerFlags) NewProviders(ctx context.Context) (Providers, error) {
 	waker := externalbackend.NewChannelWaker()
-	o.Consul.NamespaceWatchFloor, o.Plugin.NamespaceWatchFloor = o.NamespaceWatchFloor, o.NamespaceWatchFloor
-	consul, err := consulprovider.New(o.Consul, waker)
-	if err != nil {
-		return Providers{}, err
-	}
-	// RDS, EC2, ElastiCache and MemoryDB share one session: credentials, clients and the cached
-	// per-region listings every backend reads.
-	awsOpts := o.AWS
-	awsOpts.Log = ctrl.Log.WithName("aws")
-	aws, err := awsprovider.New(ctx, awsOpts)
-	if err != nil {
-		return Providers{}, err
-	}
-	// Plugins push through the same waker as Consul's watches.
-	plugin, err := pluginprovider.New(o.Plugin, waker)
-	if err != nil {
-		return Providers{}, err
-	}
-	// The table of kinds says what each kind is to the controller; here
-	// are only the providers, configured by the flags its rows name.
-	reg, err := providers.BuiltinKinds().NewRegistry(static.New(), dns, consul, aws.RDS(), aws.EC2(), aws.ElastiCache(), aws.MemoryDB(), plugin)
+	env := providers.Env{Waker: waker, Log: ctrl.Log, NamespaceWatchFloor: f.namespaceWatchFloor}
+	reg, err := f.kinds.Build(ctx, f.providers, env)
 	if err != nil {
 		return Providers{}, err
 	}

@@ -1,8 +1,9 @@
-package cli
+package wiring
 
 import (
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,8 +80,8 @@ func TestProviderCheckFlags(t *testing.T) {
 	}
 }
 
-// TestWatchBudgetFlags: the watch budgets and the namespaces' floor reach
-// the providers' options, with their defaults when not given.
+// TestWatchBudgetFlags: the watch budgets, bound by their kinds, and the
+// namespaces' floor take what is given, with their defaults when not.
 func TestWatchBudgetFlags(t *testing.T) {
 	for _, c := range []struct {
 		args                    []string
@@ -95,9 +96,10 @@ func TestWatchBudgetFlags(t *testing.T) {
 		if err := fs.Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
-		if p := f.Providers; p.Consul.MaxWatchesPerAgent != c.perAgent || p.Plugin.MaxWatches != c.plugin || p.NamespaceWatchFloor != c.floor {
-			t.Errorf("%v: per agent %d, plugin %d, floor %d; want %d, %d, %d", c.args,
-				p.Consul.MaxWatchesPerAgent, p.Plugin.MaxWatches, p.NamespaceWatchFloor, c.perAgent, c.plugin, c.floor)
+		perAgent, plugin := fs.Lookup("consul-max-watches-per-agent").Value.String(), fs.Lookup("plugin-max-watches").Value.String()
+		if perAgent != strconv.Itoa(c.perAgent) || plugin != strconv.Itoa(c.plugin) || f.namespaceWatchFloor != c.floor {
+			t.Errorf("%v: per agent %s, plugin %s, floor %d; want %d, %d, %d", c.args,
+				perAgent, plugin, f.namespaceWatchFloor, c.perAgent, c.plugin, c.floor)
 		}
 	}
 }
