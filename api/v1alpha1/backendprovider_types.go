@@ -8,7 +8,8 @@ import (
 // (a Consul cluster, an AWS account and region, a set of DNS resolvers, a
 // provider plugin, or a range of fixed addresses) and the namespaces that
 // may publish through it. Exactly one kind is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.static), has(self.dns), has(self.consul), has(self.aws), has(self.plugin)].filter(x, x).size() == 1",message="spec: set exactly one of static, dns, consul, aws, plugin"
+// +kubebuilder:validation:XValidation:rule="[has(self.static), has(self.dns), has(self.consul), has(self.aws), has(self.plugin), has(self.example)].filter(x, x).size() == 1",message="spec: set exactly one of static, dns, consul, aws, plugin"
+// +kubebuilder:validation:XValidation:rule="!has(self.example)",message="spec.example: a made-up kind of backendslice's own tests, which no release serves; use another kind"
 // +kubebuilder:validation:XValidation:rule="!has(self.static) || (has(self.allowedCIDRs) && self.allowedCIDRs.size() > 0)",message="spec.allowedCIDRs: a static provider must list the networks its namespaces may publish; fixed addresses are otherwise unbounded"
 type BackendProviderSpec struct {
 	// static admits static sources: no connection, only the namespaces and
@@ -33,6 +34,11 @@ type BackendProviderSpec struct {
 	// plugin protocol (docs/plugins.md), for plugin sources.
 	// +optional
 	Plugin *PluginProvider `json:"plugin,omitempty"`
+
+	// example is a made-up kind for backendslice's own tests (see
+	// ExampleProvider); this CRD refuses it.
+	// +optional
+	Example *ExampleProvider `json:"example,omitempty"`
 
 	// namespaces that may name this provider in a source's providerRef.
 	// +required

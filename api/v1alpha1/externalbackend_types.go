@@ -233,7 +233,8 @@ type ServicePort struct {
 }
 
 // Source is one place endpoints come from. Exactly one kind is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.static), has(self.dns), has(self.consul), has(self.awsRDS), has(self.awsEC2), has(self.awsElastiCache), has(self.awsMemoryDB), has(self.plugin)].filter(x, x).size() == 1",message="spec.sources[]: set exactly one of static, dns, consul, awsRDS, awsEC2, awsElastiCache, awsMemoryDB, plugin"
+// +kubebuilder:validation:XValidation:rule="[has(self.static), has(self.dns), has(self.consul), has(self.awsRDS), has(self.awsEC2), has(self.awsElastiCache), has(self.awsMemoryDB), has(self.plugin), has(self.example)].filter(x, x).size() == 1",message="spec.sources[]: set exactly one of static, dns, consul, awsRDS, awsEC2, awsElastiCache, awsMemoryDB, plugin"
+// +kubebuilder:validation:XValidation:rule="!has(self.example)",message="spec.sources[].example: a made-up kind of backendslice's own tests, which no release serves; use another kind"
 // +kubebuilder:validation:XValidation:rule="!has(self.plugin) || has(self.providerRef)",message="spec.sources[].providerRef: a plugin source names the BackendProvider of its plugin (kubectl get backendproviders); where a plugin listens is the platform team's to say"
 type Source struct {
 	// name identifies the source on status; a DNS-1123 label unique in the list.
@@ -284,6 +285,11 @@ type Source struct {
 	// providerRef, a process of its own (docs/plugins.md).
 	// +optional
 	Plugin *PluginSource `json:"plugin,omitempty"`
+
+	// example is a made-up kind for backendslice's own tests (see
+	// ExampleSource); this CRD refuses it.
+	// +optional
+	Example *ExampleSource `json:"example,omitempty"`
 
 	// probe checks this source's endpoints from the controller, in place
 	// of spec.probe.

@@ -13,6 +13,7 @@ import (
 	awsprovider "github.com/backendslice/backendslice/providers/aws"
 	consulprovider "github.com/backendslice/backendslice/providers/consul"
 	staticprovider "github.com/backendslice/backendslice/providers/static"
+	"github.com/backendslice/backendslice/test/examplekind"
 )
 
 // kinds is a table of the kinds these tests use, from their packages.
@@ -113,31 +114,22 @@ func TestAllowedPrefixes(t *testing.T) {
 	}
 }
 
-// TestAdmitReadsTheTable admits through a table with a made-up kind ahead
-// of the built-in ones: "inventory" claims the consul sources of
-// datacenter "inventory" and is served by consul providers of that
-// datacenter, with a rule of its own. Kind refusals name the table's kinds,
-// and only the row's own rule runs (not consul's allowedServices).
+// TestAdmitReadsTheTable admits through a table with the made-up example
+// kind (test/examplekind) beside the binary's: its sources go through its
+// providers only, with the row's own rule, and kind refusals name the
+// table's kinds.
 func TestAdmitReadsTheTable(t *testing.T) {
-	inDatacenter := func(s v1alpha1.Source) bool { return s.Consul != nil && s.Consul.Datacenter == "inventory" }
-	inventory := &providers.ProviderKind{Name: "inventory", Of: func(s v1alpha1.BackendProviderSpec) bool {
-		return s.Consul != nil && s.Consul.Datacenter == "inventory"
-	}}
-	kinds := append(providers.Kinds{{Kind: "inventory", Of: inDatacenter, Provider: inventory,
-		Admit: func(_ *v1alpha1.BackendProvider, src v1alpha1.Source) *providers.Denial {
-			if src.Consul.Service == "retired" {
-				return &providers.Denial{Rule: "Retired", Message: "spec.sources[s].consul.service: retired"}
-			}
-			return nil
-		}}}, kinds()...)
+	kinds := slices.Concat(kinds(), examplekind.Kinds())
 	ns := Namespace{Name: "payments"}
 	admitted := v1alpha1.NamespaceSelection{Names: []string{"payments"}}
-	inv := provider("inv", v1alpha1.BackendProviderSpec{Namespaces: admitted,
-		Consul: &v1alpha1.ConsulProvider{Address: "inventory:8500", Datacenter: "inventory", AllowedServices: []string{"none"}}})
+	shop := provider("shop", v1alpha1.BackendProviderSpec{Namespaces: admitted,
+		Example: &v1alpha1.ExampleProvider{Catalog: "main", AllowedItems: []string{"db"}}})
 	consul := provider("consul-eu", v1alpha1.BackendProviderSpec{Namespaces: admitted, Consul: &v1alpha1.ConsulProvider{Address: "consul:8500"}})
-	src := func(provider, service, dc string) v1alpha1.Source {
-		return v1alpha1.Source{Name: "s", ProviderRef: &v1alpha1.ProviderReference{Name: provider},
-			Consul: &v1alpha1.ConsulSource{Service: service, Datacenter: dc}}
+	item := func(provider, item string) v1alpha1.Source {
+		return v1alpha1.Source{Name: "s", ProviderRef: &v1alpha1.ProviderReference{Name: provider}, Example: &v1alpha1.ExampleSource{Item: item}}
+	}
+	service := func(provider string) v1alpha1.Source {
+		return v1alpha1.Source{Name: "s", ProviderRef: &v1alpha1.ProviderReference{Name: provider}, Consul: &v1alpha1.ConsulSource{Service: "db"}}
 	}
 	for _, c := range []struct {
 		name     string
@@ -146,13 +138,14 @@ func TestAdmitReadsTheTable(t *testing.T) {
 		rule     string // "" when admitted
 		says     string
 	}{
-		{"inventory through inventory", inv, src("inv", "db", "inventory"), "", ""},
-		{"the row's own rule", inv, src("inv", "retired", "inventory"), "Retired", "retired"},
-		{"inventory through consul", consul, src("consul-eu", "db", "inventory"), RuleKind,
-			`BackendProvider "consul-eu" is of kind consul and cannot serve inventory sources; name a BackendProvider of kind inventory`},
-		{"consul through inventory", inv, src("inv", "db", ""), RuleKind,
-			`BackendProvider "inv" is of kind inventory and cannot serve consul sources; name a BackendProvider of kind consul`},
-		{"consul through consul", consul, src("consul-eu", "db", ""), "", ""},
+		{"example through example", shop, item("shop", "db"), "", ""},
+		{"the row's own rule", shop, item("shop", "cache"), examplekind.RuleAllowedItems,
+			`spec.sources[s].example.item: "cache" is not among the items BackendProvider "shop" serves`},
+		{"example through consul", consul, item("consul-eu", "db"), RuleKind,
+			`BackendProvider "consul-eu" is of kind consul and cannot serve example sources; name a BackendProvider of kind example`},
+		{"consul through example", shop, service("shop"), RuleKind,
+			`BackendProvider "shop" is of kind example and cannot serve consul sources; name a BackendProvider of kind consul`},
+		{"consul through consul", consul, service("consul-eu"), "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wantDecision(t, Admit(kinds, c.provider, ns, c.src), c.src, c.rule, c.says)
