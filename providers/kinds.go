@@ -82,6 +82,14 @@ type Env struct {
 	NamespaceWatchFloor int
 }
 
+// One is the providers of a kind that builds one: p, or err.
+func One(p Provider, err error) ([]Provider, error) {
+	if err != nil {
+		return nil, err
+	}
+	return []Provider{p}, nil
+}
+
 // SecretReader reads one key of a Secret the platform team named in a
 // BackendProvider; user names what refers to it, for the messages.
 type SecretReader interface {

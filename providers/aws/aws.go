@@ -399,22 +399,23 @@ func (s *Session) publishName(ctx context.Context, field, what, name string, bas
 	return out, nil
 }
 
-// listAll reads every page of a paginator (more and next are its
-// HasMorePages and NextPage, made with StopOnDuplicateToken), handing each
-// to each; token is the pagination token a page names. A listing whose
-// last page still names a token stopped on a repeated one, and fails (see
-// stoppedEarly).
-func listAll[P, O any](ctx context.Context, more func() bool, next func(context.Context, ...func(*O)) (P, error), token func(P) *string, each func(P)) error {
+// collect reads every page of a paginator (more and next are its
+// HasMorePages and NextPage, made with StopOnDuplicateToken) into one map,
+// by key: put adds a page's items. token is the pagination token a page
+// names. A listing whose last page still names a token stopped on a
+// repeated one, and fails (see stoppedEarly).
+func collect[V, P, O any](ctx context.Context, more func() bool, next func(context.Context, ...func(*O)) (P, error), token func(P) *string, put func(out map[string]V, page P)) (map[string]V, error) {
+	out := map[string]V{}
 	var last *string
 	for more() {
 		page, err := next(ctx)
 		if err != nil {
-			return err
+			return out, err
 		}
 		last = token(page)
-		each(page)
+		put(out, page)
 	}
-	return stoppedEarly(last)
+	return out, stoppedEarly(last)
 }
 
 // wants tells whether the spec publishes address type t.

@@ -49,11 +49,7 @@ type ec2Instance struct {
 // Resolve returns the endpoints of the instances the source selects.
 func (p *EC2Provider) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
 	src := req.Source.AWSEC2
-	field := fmt.Sprintf("spec.sources[%s].awsEC2", req.Source.Name)
-	if src == nil {
-		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not an awsEC2 source", req.Source.Name)
-	}
-	t, err := p.targetOf(field, src.Region, src.AssumeRoleARN, req)
+	field, t, err := p.open(req, src != nil, func() (string, string) { return src.Region, src.AssumeRoleARN })
 	if err != nil {
 		return providers.Result{}, err
 	}
@@ -64,9 +60,7 @@ func (p *EC2Provider) Resolve(ctx context.Context, req providers.Request) (provi
 		anyOf := func(m map[string]ec2Instance) bool {
 			return slices.ContainsFunc(src.InstanceIDs, func(iid string) bool { return hasKey[ec2Instance](iid)(m) })
 		}
-		instances, err = relistIfMissing(ctx, p.s, instances, anyOf, func(ctx context.Context, since time.Time) (map[string]ec2Instance, error) {
-			return p.instances(ctx, id, since)
-		})
+		instances, err = relistIfMissing(ctx, p.s, instances, anyOf, listedAt(id, p.instances))
 	}
 	if err != nil {
 		return providers.Result{}, classify(err, field, "ec2:DescribeInstances", t)
@@ -139,10 +133,9 @@ func ec2Endpoints(i ec2Instance, kind v1alpha1.AWSEC2AddressKind, types []v1alph
 // older than since when it is not zero.
 func (p *EC2Provider) instances(ctx context.Context, id identity, since time.Time) (map[string]ec2Instance, error) {
 	st := listingOf(p.s, listingKey{id, describeInstances}, (*shared).instancesSlot, func(ctx context.Context, c *clients) (map[string]ec2Instance, error) {
-		out := map[string]ec2Instance{}
 		pages := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{MaxResults: awssdk.Int32(1000)},
 			func(o *ec2.DescribeInstancesPaginatorOptions) { o.StopOnDuplicateToken = true })
-		err := listAll(ctx, pages.HasMorePages, pages.NextPage, func(p *ec2.DescribeInstancesOutput) *string { return p.NextToken }, func(page *ec2.DescribeInstancesOutput) {
+		return collect(ctx, pages.HasMorePages, pages.NextPage, func(p *ec2.DescribeInstancesOutput) *string { return p.NextToken }, func(out map[string]ec2Instance, page *ec2.DescribeInstancesOutput) {
 			for _, r := range page.Reservations {
 				for _, in := range r.Instances {
 					i := ec2Instance{
@@ -162,7 +155,6 @@ func (p *EC2Provider) instances(ctx context.Context, id identity, since time.Tim
 				}
 			}
 		})
-		return out, err
 	})
 	return st.get(ctx, since)
 }

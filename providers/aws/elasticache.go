@@ -2,7 +2,6 @@ package aws
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -91,11 +90,7 @@ type endpointAddr struct {
 // Resolve returns the endpoints of the cache the source names.
 func (p *ElastiCacheProvider) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
 	src := req.Source.AWSElastiCache
-	field := fmt.Sprintf("spec.sources[%s].awsElastiCache", req.Source.Name)
-	if src == nil {
-		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not an awsElastiCache source", req.Source.Name)
-	}
-	t, err := p.targetOf(field, src.Region, src.AssumeRoleARN, req)
+	field, t, err := p.open(req, src != nil, func() (string, string) { return src.Region, src.AssumeRoleARN })
 	if err != nil {
 		return providers.Result{}, err
 	}
@@ -130,7 +125,7 @@ func (p *ElastiCacheProvider) group(ctx context.Context, t target, field string,
 	p.s.use(p.kind, req, append([]listingKey{{t.id, describeReplicationGroups}, {t.id, describeCacheClusters}}, tags...)...)
 	g, err := find(ctx, p.s, t, lookup[replicationGroup]{
 		field: field + ".replicationGroupID", what: "replication group", name: name,
-		list: p.groups(t.id), action: "elasticache:DescribeReplicationGroups",
+		list: listedAt(t.id, p.replicationGroups), action: "elasticache:DescribeReplicationGroups",
 		tags: tagReader(p.s, t, tags, field, "elasticache:ListTagsForResource", func(g replicationGroup) string { return g.arn }, elastiCacheTags),
 	})
 	if err != nil {
@@ -218,9 +213,7 @@ func (p *ElastiCacheProvider) serverless(ctx context.Context, t target, field st
 	p.s.use(p.kind, req, append([]listingKey{{t.id, describeServerlessCaches}}, tags...)...)
 	c, err := find(ctx, p.s, t, lookup[serverlessCache]{
 		field: field + ".serverlessCacheName", what: "serverless cache", name: name,
-		list: func(ctx context.Context, since time.Time) (map[string]serverlessCache, error) {
-			return p.serverlessCaches(ctx, t.id, since)
-		},
+		list:   listedAt(t.id, p.serverlessCaches),
 		action: "elasticache:DescribeServerlessCaches",
 		tags:   tagReader(p.s, t, tags, field, "elasticache:ListTagsForResource", func(c serverlessCache) string { return c.arn }, elastiCacheTags),
 	})
@@ -234,20 +227,18 @@ func (p *ElastiCacheProvider) serverless(ctx context.Context, t target, field st
 	return []cacheNode{{hostname: hostname(c.name), address: e.address, port: e.port, statuses: []string{c.status}}}, nil
 }
 
-// groups lists the replication groups of id's region.
-func (p *ElastiCacheProvider) groups(id identity) func(context.Context, time.Time) (map[string]replicationGroup, error) {
-	return func(ctx context.Context, since time.Time) (map[string]replicationGroup, error) {
-		return listingOf(p.s, listingKey{id, describeReplicationGroups}, (*shared).replicationGroupsSlot, fetchReplicationGroups).get(ctx, since)
-	}
+// replicationGroups is the listing of every replication group of id's
+// region, by ID, listed from since on when since is not zero.
+func (p *ElastiCacheProvider) replicationGroups(ctx context.Context, id identity, since time.Time) (map[string]replicationGroup, error) {
+	return listingOf(p.s, listingKey{id, describeReplicationGroups}, (*shared).replicationGroupsSlot, fetchReplicationGroups).get(ctx, since)
 }
 
 // fetchReplicationGroups lists every replication group of a region, by ID.
 func fetchReplicationGroups(ctx context.Context, c *clients) (map[string]replicationGroup, error) {
-	out := map[string]replicationGroup{}
 	pages := elasticache.NewDescribeReplicationGroupsPaginator(c.elastiCache, &elasticache.DescribeReplicationGroupsInput{MaxRecords: awssdk.Int32(100)},
 		func(o *elasticache.DescribeReplicationGroupsPaginatorOptions) { o.StopOnDuplicateToken = true })
-	err := listAll(ctx, pages.HasMorePages, pages.NextPage, func(p *elasticache.DescribeReplicationGroupsOutput) *string { return p.Marker },
-		func(page *elasticache.DescribeReplicationGroupsOutput) {
+	return collect(ctx, pages.HasMorePages, pages.NextPage, func(p *elasticache.DescribeReplicationGroupsOutput) *string { return p.Marker },
+		func(out map[string]replicationGroup, page *elasticache.DescribeReplicationGroupsOutput) {
 			for _, rg := range page.ReplicationGroups {
 				g := replicationGroup{
 					id: strings.ToLower(awssdk.ToString(rg.ReplicationGroupId)), status: awssdk.ToString(rg.Status),
@@ -266,7 +257,6 @@ func fetchReplicationGroups(ctx context.Context, c *clients) (map[string]replica
 				out[g.id] = g
 			}
 		})
-	return out, err
 }
 
 // listingOfCacheClusters is the listing of every cache cluster of id's
@@ -278,12 +268,11 @@ func listingOfCacheClusters(ctx context.Context, s *Session, id identity, since 
 // fetchCacheClusters lists every cache cluster of a region with its
 // nodes, by ID.
 func fetchCacheClusters(ctx context.Context, c *clients) (map[string]cacheCluster, error) {
-	out := map[string]cacheCluster{}
 	pages := elasticache.NewDescribeCacheClustersPaginator(c.elastiCache,
 		&elasticache.DescribeCacheClustersInput{MaxRecords: awssdk.Int32(100), ShowCacheNodeInfo: awssdk.Bool(true)},
 		func(o *elasticache.DescribeCacheClustersPaginatorOptions) { o.StopOnDuplicateToken = true })
-	err := listAll(ctx, pages.HasMorePages, pages.NextPage, func(p *elasticache.DescribeCacheClustersOutput) *string { return p.Marker },
-		func(page *elasticache.DescribeCacheClustersOutput) {
+	return collect(ctx, pages.HasMorePages, pages.NextPage, func(p *elasticache.DescribeCacheClustersOutput) *string { return p.Marker },
+		func(out map[string]cacheCluster, page *elasticache.DescribeCacheClustersOutput) {
 			for _, cc := range page.CacheClusters {
 				c := cacheCluster{
 					id: strings.ToLower(awssdk.ToString(cc.CacheClusterId)), status: awssdk.ToString(cc.CacheClusterStatus),
@@ -304,18 +293,16 @@ func fetchCacheClusters(ctx context.Context, c *clients) (map[string]cacheCluste
 				out[c.id] = c
 			}
 		})
-	return out, err
 }
 
 // serverlessCaches is the listing of every serverless cache of id's
 // region, by name, listed from since on when since is not zero.
 func (p *ElastiCacheProvider) serverlessCaches(ctx context.Context, id identity, since time.Time) (map[string]serverlessCache, error) {
 	return listingOf(p.s, listingKey{id, describeServerlessCaches}, (*shared).serverlessCachesSlot, func(ctx context.Context, c *clients) (map[string]serverlessCache, error) {
-		out := map[string]serverlessCache{}
 		pages := elasticache.NewDescribeServerlessCachesPaginator(c.elastiCache, &elasticache.DescribeServerlessCachesInput{MaxResults: awssdk.Int32(100)},
 			func(o *elasticache.DescribeServerlessCachesPaginatorOptions) { o.StopOnDuplicateToken = true })
-		err := listAll(ctx, pages.HasMorePages, pages.NextPage, func(p *elasticache.DescribeServerlessCachesOutput) *string { return p.NextToken },
-			func(page *elasticache.DescribeServerlessCachesOutput) {
+		return collect(ctx, pages.HasMorePages, pages.NextPage, func(p *elasticache.DescribeServerlessCachesOutput) *string { return p.NextToken },
+			func(out map[string]serverlessCache, page *elasticache.DescribeServerlessCachesOutput) {
 				for _, sc := range page.ServerlessCaches {
 					c := serverlessCache{name: strings.ToLower(awssdk.ToString(sc.ServerlessCacheName)), status: awssdk.ToString(sc.Status), arn: awssdk.ToString(sc.ARN)}
 					if e := sc.Endpoint; e != nil {
@@ -327,7 +314,6 @@ func (p *ElastiCacheProvider) serverlessCaches(ctx context.Context, id identity,
 					out[c.name] = c
 				}
 			})
-		return out, err
 	}).get(ctx, since)
 }
 

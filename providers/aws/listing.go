@@ -128,6 +128,12 @@ func listingOf[T any](s *Session, key listingKey, slot func(*shared) **cachedLis
 	return *kept
 }
 
+// listedAt binds list, a listing of a region, to the identity id: the
+// form find and relistIfMissing take.
+func listedAt[T any](id identity, list func(context.Context, identity, time.Time) (T, error)) func(context.Context, time.Time) (T, error) {
+	return func(ctx context.Context, since time.Time) (T, error) { return list(ctx, id, since) }
+}
+
 // get returns the listing's answer, listing the region again first when the
 // answer has expired or, when since is not zero, was listed by a listing
 // that started before since. A listing already in flight is waited for

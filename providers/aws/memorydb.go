@@ -2,7 +2,6 @@ package aws
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/memorydb"
 	memorydbtypes "github.com/aws/aws-sdk-go-v2/service/memorydb/types"
 
-	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -43,11 +41,7 @@ type memoryDBShard struct {
 // Resolve returns the endpoints of the cluster the source names.
 func (p *MemoryDBProvider) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
 	src := req.Source.AWSMemoryDB
-	field := fmt.Sprintf("spec.sources[%s].awsMemoryDB", req.Source.Name)
-	if src == nil {
-		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not an awsMemoryDB source", req.Source.Name)
-	}
-	t, err := p.targetOf(field, src.Region, src.AssumeRoleARN, req)
+	field, t, err := p.open(req, src != nil, func() (string, string) { return src.Region, src.AssumeRoleARN })
 	if err != nil {
 		return providers.Result{}, err
 	}
@@ -56,9 +50,7 @@ func (p *MemoryDBProvider) Resolve(ctx context.Context, req providers.Request) (
 	p.s.use(p.kind, req, append([]listingKey{{t.id, describeMemoryDBClusters}}, tags...)...)
 	c, err := find(ctx, p.s, t, lookup[memoryDBCluster]{
 		field: field + ".clusterName", what: "MemoryDB cluster", name: name,
-		list: func(ctx context.Context, since time.Time) (map[string]memoryDBCluster, error) {
-			return p.clusters(ctx, t.id, since)
-		},
+		list:   listedAt(t.id, p.clusters),
 		action: "memorydb:DescribeClusters",
 		tags:   tagReader(p.s, t, tags, field, "memorydb:ListTags", func(c memoryDBCluster) string { return c.arn }, memoryDBTags),
 	})
@@ -85,12 +77,11 @@ func (p *MemoryDBProvider) Resolve(ctx context.Context, req providers.Request) (
 // its shards, by name, listed from since on when since is not zero.
 func (p *MemoryDBProvider) clusters(ctx context.Context, id identity, since time.Time) (map[string]memoryDBCluster, error) {
 	return listingOf(p.s, listingKey{id, describeMemoryDBClusters}, (*shared).memoryDBClustersSlot, func(ctx context.Context, c *clients) (map[string]memoryDBCluster, error) {
-		out := map[string]memoryDBCluster{}
 		pages := memorydb.NewDescribeClustersPaginator(c.memoryDB,
 			&memorydb.DescribeClustersInput{MaxResults: awssdk.Int32(100), ShowShardDetails: awssdk.Bool(true)},
 			func(o *memorydb.DescribeClustersPaginatorOptions) { o.StopOnDuplicateToken = true })
-		err := listAll(ctx, pages.HasMorePages, pages.NextPage, func(p *memorydb.DescribeClustersOutput) *string { return p.NextToken },
-			func(page *memorydb.DescribeClustersOutput) {
+		return collect(ctx, pages.HasMorePages, pages.NextPage, func(p *memorydb.DescribeClustersOutput) *string { return p.NextToken },
+			func(out map[string]memoryDBCluster, page *memorydb.DescribeClustersOutput) {
 				for _, mc := range page.Clusters {
 					c := memoryDBCluster{name: strings.ToLower(awssdk.ToString(mc.Name)), status: awssdk.ToString(mc.Status), arn: awssdk.ToString(mc.ARN)}
 					for _, s := range mc.Shards {
@@ -107,7 +98,6 @@ func (p *MemoryDBProvider) clusters(ctx context.Context, id identity, since time
 					out[c.name] = c
 				}
 			})
-		return out, err
 	}).get(ctx, since)
 }
 

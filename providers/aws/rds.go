@@ -86,11 +86,7 @@ type dbMember struct {
 // Resolve returns the endpoints of the instances the source selects.
 func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
 	src := req.Source.AWSRDS
-	field := fmt.Sprintf("spec.sources[%s].awsRDS", req.Source.Name)
-	if src == nil {
-		return providers.Result{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not an awsRDS source", req.Source.Name)
-	}
-	t, err := p.targetOf(field, src.Region, src.AssumeRoleARN, req)
+	field, t, err := p.open(req, src != nil, func() (string, string) { return src.Region, src.AssumeRoleARN })
 	if err != nil {
 		return providers.Result{}, err
 	}
@@ -109,7 +105,7 @@ func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (provi
 	case src.DBInstanceIdentifier != "":
 		// AWS stores identifiers in lower case and matches them so.
 		name := strings.ToLower(src.DBInstanceIdentifier)
-		instances, err := relistIfMissing(ctx, p.s, instances, hasKey[dbInstance](name), p.listerOfInstances(id))
+		instances, err := relistIfMissing(ctx, p.s, instances, hasKey[dbInstance](name), listedAt(id, p.instances))
 		if err != nil {
 			return providers.Result{}, classify(err, field, "rds:DescribeDBInstances", t)
 		}
@@ -149,7 +145,7 @@ func (p *RDSProvider) members(ctx context.Context, t target, field string, src *
 	name := strings.ToLower(src.DBClusterIdentifier)
 	clusters, err := p.clusters(ctx, t.id, time.Time{})
 	if err == nil {
-		clusters, err = relistIfMissing(ctx, p.s, clusters, hasKey[dbCluster](name), p.listerOfClusters(t.id))
+		clusters, err = relistIfMissing(ctx, p.s, clusters, hasKey[dbCluster](name), listedAt(t.id, p.clusters))
 	}
 	if err != nil {
 		return nil, classify(err, field, "rds:DescribeDBClusters", t)
@@ -201,21 +197,13 @@ func (p *RDSProvider) endpoints(ctx context.Context, field string, i dbInstance,
 	return p.s.publishName(ctx, field, "DB instance "+i.id, i.address, base, types)
 }
 
-// listerOfInstances lists the DB instances of id's region.
-func (p *RDSProvider) listerOfInstances(id identity) func(context.Context, time.Time) (map[string]dbInstance, error) {
-	return func(ctx context.Context, since time.Time) (map[string]dbInstance, error) {
-		return p.instances(ctx, id, since)
-	}
-}
-
 // instances is the listing of every DB instance of id's region, by
 // identifier, listed from since on when since is not zero.
 func (p *RDSProvider) instances(ctx context.Context, id identity, since time.Time) (map[string]dbInstance, error) {
 	st := listingOf(p.s, listingKey{id, describeDBInstances}, (*shared).dbInstancesSlot, func(ctx context.Context, c *clients) (map[string]dbInstance, error) {
-		out := map[string]dbInstance{}
 		pages := rds.NewDescribeDBInstancesPaginator(c.rds, &rds.DescribeDBInstancesInput{MaxRecords: awssdk.Int32(100)},
 			func(o *rds.DescribeDBInstancesPaginatorOptions) { o.StopOnDuplicateToken = true })
-		err := listAll(ctx, pages.HasMorePages, pages.NextPage, func(p *rds.DescribeDBInstancesOutput) *string { return p.Marker }, func(page *rds.DescribeDBInstancesOutput) {
+		return collect(ctx, pages.HasMorePages, pages.NextPage, func(p *rds.DescribeDBInstancesOutput) *string { return p.Marker }, func(out map[string]dbInstance, page *rds.DescribeDBInstancesOutput) {
 			for _, d := range page.DBInstances {
 				i := dbInstance{
 					id:     strings.ToLower(awssdk.ToString(d.DBInstanceIdentifier)),
@@ -229,26 +217,17 @@ func (p *RDSProvider) instances(ctx context.Context, id identity, since time.Tim
 				out[i.id] = i
 			}
 		})
-		return out, err
 	})
 	return st.get(ctx, since)
-}
-
-// listerOfClusters lists the DB clusters of id's region.
-func (p *RDSProvider) listerOfClusters(id identity) func(context.Context, time.Time) (map[string]dbCluster, error) {
-	return func(ctx context.Context, since time.Time) (map[string]dbCluster, error) {
-		return p.clusters(ctx, id, since)
-	}
 }
 
 // clusters is the listing of every DB cluster of id's region, by cluster
 // identifier, listed from since on when since is not zero.
 func (p *RDSProvider) clusters(ctx context.Context, id identity, since time.Time) (map[string]dbCluster, error) {
 	st := listingOf(p.s, listingKey{id, describeDBClusters}, (*shared).dbClustersSlot, func(ctx context.Context, c *clients) (map[string]dbCluster, error) {
-		out := map[string]dbCluster{}
 		pages := rds.NewDescribeDBClustersPaginator(c.rds, &rds.DescribeDBClustersInput{MaxRecords: awssdk.Int32(100)},
 			func(o *rds.DescribeDBClustersPaginatorOptions) { o.StopOnDuplicateToken = true })
-		err := listAll(ctx, pages.HasMorePages, pages.NextPage, func(p *rds.DescribeDBClustersOutput) *string { return p.Marker }, func(page *rds.DescribeDBClustersOutput) {
+		return collect(ctx, pages.HasMorePages, pages.NextPage, func(p *rds.DescribeDBClustersOutput) *string { return p.Marker }, func(out map[string]dbCluster, page *rds.DescribeDBClustersOutput) {
 			for _, c := range page.DBClusters {
 				members := []dbMember{}
 				for _, m := range c.DBClusterMembers {
@@ -260,7 +239,6 @@ func (p *RDSProvider) clusters(ctx context.Context, id identity, since time.Time
 				out[strings.ToLower(awssdk.ToString(c.DBClusterIdentifier))] = dbCluster{members: members, tags: tagsOf(c.TagList)}
 			}
 		})
-		return out, err
 	})
 	return st.get(ctx, since)
 }

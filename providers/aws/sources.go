@@ -2,10 +2,12 @@ package aws
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/backendslice/backendslice/api/v1alpha1"
 	"github.com/backendslice/backendslice/providers"
 )
 
@@ -147,6 +149,20 @@ func (m member) targetOf(field, region, role string, req providers.Request) (tar
 		m.s.use(m.kind, req)
 	}
 	return t, err
+}
+
+// open starts the Resolve of a source of the provider's kind: the source's
+// field, for messages, and the target it reads. set says whether the
+// request's source is of the kind at all; where gives its region and
+// role.
+func (m member) open(req providers.Request, set bool, where func() (region, role string)) (string, target, error) {
+	field := fmt.Sprintf("spec.sources[%s].%s", req.Source.Name, m.kind)
+	if !set {
+		return field, target{}, providers.Terminalf(v1alpha1.ReasonInvalidSpec, "spec.sources[%s]: not an %s source", req.Source.Name, m.kind)
+	}
+	region, role := where()
+	t, err := m.targetOf(field, region, role, req)
+	return field, t, err
 }
 
 // Kind is the kind of source the provider resolves.

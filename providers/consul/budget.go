@@ -104,7 +104,7 @@ func (p *Provider) budgets(c *conn) []budget {
 // woken once p.mu is let go. Nothing is stopped unless both budgets can
 // seat the watch. p.mu is held.
 func (p *Provider) admit(i interest, c *conn) ([]interest, error) {
-	ns := i.backend.Namespace
+	ns := i.Backend.Namespace
 	bs := p.budgets(c)
 	for _, b := range bs {
 		if err := refusal(i, b, b.seats.Ask(ns)); err != nil {
@@ -139,13 +139,13 @@ func refusal(i interest, b budget, a fairshare.Answer) error {
 		return nil
 	case a.Verdict == fairshare.OverShare && a.Holders > 1:
 		why = fmt.Sprintf("namespace %s holds %d of the %d watches of %s (%s), and its share is %d while %d namespaces hold watches there",
-			i.backend.Namespace, a.Held, b.seats.Limit(), b.of, b.flag, a.Share, a.Holders)
+			i.Backend.Namespace, a.Held, b.seats.Limit(), b.of, b.flag, a.Share, a.Holders)
 	default:
 		why = fmt.Sprintf("%s already watches %d Consul services, its limit (%s)", b.of, b.seats.Total(), b.flag)
 	}
 	return providers.Transient(fmt.Errorf(
 		"spec.sources[%s].consul.service: %s; the source is retried and publishes once a watch frees up, or the controller's operators raise the limit",
-		i.source, why))
+		i.Source, why))
 }
 
 // reclaimable is the watch to stop for namespace for, taken back from
@@ -176,7 +176,7 @@ func (p *Provider) reclaimable(ns, forNS string, within func(*watch) bool) *watc
 // onlyOf tells whether every source using w is of namespace ns.
 func onlyOf(w *watch, ns string) bool {
 	for u := range w.users {
-		if u.backend.Namespace != ns {
+		if u.Backend.Namespace != ns {
 			return false
 		}
 	}
@@ -188,8 +188,8 @@ func onlyOf(w *watch, ns string) bool {
 func nextHolder(w *watch) string {
 	var next string
 	for u := range w.users {
-		if next == "" || cmp.Less(u.backend.Namespace, next) {
-			next = u.backend.Namespace
+		if next == "" || cmp.Less(u.Backend.Namespace, next) {
+			next = u.Backend.Namespace
 		}
 	}
 	return next

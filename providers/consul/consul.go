@@ -132,7 +132,7 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 		datacenter = cmp.Or(datacenter, settingsOf(cc).Datacenter)
 	}
 	key, q := keyOf(id, datacenter, src)
-	w, err := p.use(interest{types.NamespacedName{Namespace: req.Namespace, Name: req.Backend}, req.Source.Name}, key, q, req.Connection,
+	w, err := p.use(providers.SourceKeyOf(req), key, q, req.Connection,
 		p.agentOf(ctx, id, req.Connection))
 	if err != nil {
 		return providers.Result{}, err
@@ -235,7 +235,7 @@ func (p *Provider) useLocked(i interest, key watchKey, q query, cc *providers.Co
 			p.release(c)
 			return nil, stopped, err
 		}
-		ns := i.backend.Namespace
+		ns := i.Backend.Namespace
 		c.seats.Take(ns)
 		c.agent.seats.Take(ns)
 		p.started++
@@ -331,7 +331,7 @@ func (p *Provider) drop(i interest) {
 	switch {
 	case len(w.users) == 0:
 		p.stop(w, nil)
-	case w.holder == i.backend.Namespace && !usedBy(w, w.holder):
+	case w.holder == i.Backend.Namespace && !usedBy(w, w.holder):
 		next := nextHolder(w)
 		for _, s := range []*fairshare.Seats{w.conn.seats, w.conn.agent.seats} {
 			s.Take(next)
@@ -365,7 +365,7 @@ func (p *Provider) stop(w *watch, keep *conn) []interest {
 // usedBy tells whether a source of namespace ns uses w.
 func usedBy(w *watch, ns string) bool {
 	for u := range w.users {
-		if u.backend.Namespace == ns {
+		if u.Backend.Namespace == ns {
 			return true
 		}
 	}
@@ -377,9 +377,9 @@ func backendsOf(is []interest) []types.NamespacedName {
 	seen := map[types.NamespacedName]bool{}
 	var out []types.NamespacedName
 	for _, i := range is {
-		if !seen[i.backend] {
-			seen[i.backend] = true
-			out = append(out, i.backend)
+		if !seen[i.Backend] {
+			seen[i.Backend] = true
+			out = append(out, i.Backend)
 		}
 	}
 	return out
@@ -393,10 +393,8 @@ func backendsOf(is []interest) []types.NamespacedName {
 func (p *Provider) Forget(backend types.NamespacedName, keep ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i := range p.interests {
-		if i.backend == backend && !slices.Contains(keep, i.source) {
-			p.drop(i)
-		}
+	for i := range providers.Forgotten(p.interests, backend, keep) {
+		p.drop(i)
 	}
 }
 

@@ -56,11 +56,7 @@ func Kinds() providers.Kinds {
 			o.BindFlags(fs)
 			return func(_ context.Context, env providers.Env) ([]providers.Provider, error) {
 				o.NamespaceWatchFloor = env.NamespaceWatchFloor
-				p, err := New(o, env.Waker)
-				if err != nil {
-					return nil, err
-				}
-				return []providers.Provider{p}, nil
+				return providers.One(New(o, env.Waker))
 			}
 		},
 	}

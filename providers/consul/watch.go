@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/backoff"
 )
 
@@ -96,10 +97,7 @@ func (s selection) filter(ins []instance) []instance {
 }
 
 // interest is one source of one ExternalBackend that uses a watch.
-type interest struct {
-	backend types.NamespacedName
-	source  string
-}
+type interest = providers.SourceKey
 
 // watch is one blocking-query loop shared by every source with its key.
 // Its fields other than key, query, conn, cancel and answered are guarded by
@@ -219,9 +217,9 @@ func (p *Provider) publish(w *watch, ins []instance, err error) {
 	if changed {
 		seen := map[types.NamespacedName]bool{}
 		for u := range w.users {
-			if !seen[u.backend] {
-				seen[u.backend] = true
-				wake = append(wake, u.backend)
+			if !seen[u.Backend] {
+				seen[u.Backend] = true
+				wake = append(wake, u.Backend)
 			}
 		}
 	}

@@ -31,13 +31,7 @@ func Kinds() providers.Kinds {
 		Configure: func(fs *pflag.FlagSet) providers.Constructor {
 			var o Options
 			o.BindFlags(fs)
-			return func(context.Context, providers.Env) ([]providers.Provider, error) {
-				p, err := New(o)
-				if err != nil {
-					return nil, err
-				}
-				return []providers.Provider{p}, nil
-			}
+			return func(context.Context, providers.Env) ([]providers.Provider, error) { return providers.One(New(o)) }
 		},
 	}
 	return providers.Kinds{{Kind: Kind, Of: func(s v1alpha1.Source) bool { return s.DNS != nil }, Provider: p}}

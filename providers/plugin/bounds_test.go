@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/providers/plugin/protocol"
 	"github.com/backendslice/backendslice/providers/plugin/sdk"
@@ -212,7 +210,7 @@ func caOf(srv *httptest.Server) []byte {
 func (p *Provider) endpointsOf(req providers.Request) []providers.Endpoint {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if w, ok := p.watches[interest{types.NamespacedName{Namespace: req.Namespace, Name: req.Backend}, req.Source.Name}]; ok {
+	if w, ok := p.watches[providers.SourceKeyOf(req)]; ok {
 		return w.endpoints
 	}
 	return nil

@@ -162,10 +162,7 @@ type refusal struct {
 }
 
 // interest is one source of one ExternalBackend.
-type interest struct {
-	backend types.NamespacedName
-	source  string
-}
+type interest = providers.SourceKey
 
 // watch is the loop that keeps one source's answer. Its fields but key,
 // conn, req, cancel and answered are guarded by the provider's mutex.
@@ -227,7 +224,7 @@ func (p *Provider) Resolve(ctx context.Context, req providers.Request) (provider
 	if preq.Parameters == nil {
 		preq.Parameters = map[string]string{}
 	}
-	w, err := p.use(interest{types.NamespacedName{Namespace: req.Namespace, Name: req.Backend}, req.Source.Name}, cc, preq)
+	w, err := p.use(providers.SourceKeyOf(req), cc, preq)
 	if err != nil {
 		return providers.Result{}, within(field, err)
 	}
@@ -371,7 +368,7 @@ func (p *Provider) useLocked(i interest, id connID, key string, cc *providers.Co
 	// The new watch's connection is counted before the old one is let go,
 	// so that a client both use is kept.
 	c.watches++
-	p.seats[id].Take(i.backend.Namespace)
+	p.seats[id].Take(i.Backend.Namespace)
 	if old != nil {
 		p.drop(i)
 	}
@@ -390,18 +387,18 @@ func (p *Provider) useLocked(i interest, id connID, key string, cc *providers.Co
 // it stopped. p.mu is held.
 func (p *Provider) seat(i interest, c *conn) ([]types.NamespacedName, error) {
 	seats := p.seats[c.id]
-	a := seats.Ask(i.backend.Namespace)
+	a := seats.Ask(i.Backend.Namespace)
 	var stopped []types.NamespacedName
 	if a.Verdict == fairshare.Reclaim {
 		var newest *interest
 		for j, w := range p.watches {
-			if w.conn == c && j.backend.Namespace == a.From && (newest == nil || w.started > p.watches[*newest].started) {
+			if w.conn == c && j.Backend.Namespace == a.From && (newest == nil || w.started > p.watches[*newest].started) {
 				newest = &j
 			}
 		}
 		p.drop(*newest)
-		stopped = append(stopped, newest.backend)
-		a = seats.Ask(i.backend.Namespace)
+		stopped = append(stopped, newest.Backend)
+		a = seats.Ask(i.Backend.Namespace)
 	}
 	switch {
 	case a.Verdict == fairshare.Granted:
@@ -409,7 +406,7 @@ func (p *Provider) seat(i interest, c *conn) ([]types.NamespacedName, error) {
 	case a.Verdict == fairshare.OverShare && a.Holders > 1:
 		return stopped, providers.Transient(fmt.Errorf(
 			"namespace %s holds %d of the %d sources %s may have, and its share is %d while %d namespaces hold sources there; the source is retried and publishes once the namespace holds fewer",
-			i.backend.Namespace, a.Held, seats.Limit(), c.who, a.Share, a.Holders))
+			i.Backend.Namespace, a.Held, seats.Limit(), c.who, a.Share, a.Holders))
 	}
 	return stopped, providers.Transient(fmt.Errorf(
 		"%s already has %d sources, the controller's limit for one plugin; the source is retried and publishes once one frees up",
@@ -424,7 +421,7 @@ func (p *Provider) drop(i interest) {
 	w.cancel()
 	c := w.conn
 	c.watches--
-	p.seats[c.id].Release(i.backend.Namespace)
+	p.seats[c.id].Release(i.Backend.Namespace)
 	p.release(c)
 }
 
@@ -501,13 +498,13 @@ func (p *Provider) run(ctx context.Context, i interest, w *watch) {
 		var refused forbidden
 		switch {
 		case errors.As(err, &refused):
-			p.publish(i.backend, w, answer{}, p.refuse(i, w, err))
+			p.publish(i.Backend, w, answer{}, p.refuse(i, w, err))
 			return
 		case refusedBefore:
 			refusedBefore = false
 			p.forgive(i, w)
 		}
-		p.publish(i.backend, w, ans, err)
+		p.publish(i.Backend, w, ans, err)
 		var pause time.Duration
 		switch {
 		case err != nil:
@@ -623,15 +620,11 @@ func (p *Provider) abandon(w *watch) {
 func (p *Provider) Forget(backend types.NamespacedName, keep ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i := range p.watches {
-		if i.backend == backend && !slices.Contains(keep, i.source) {
-			p.drop(i)
-		}
+	for i := range providers.Forgotten(p.watches, backend, keep) {
+		p.drop(i)
 	}
-	for i := range p.refused {
-		if i.backend == backend && !slices.Contains(keep, i.source) {
-			delete(p.refused, i)
-		}
+	for i := range providers.Forgotten(p.refused, backend, keep) {
+		delete(p.refused, i)
 	}
 }
 

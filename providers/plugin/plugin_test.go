@@ -403,7 +403,7 @@ func TestChangeThenFailure(t *testing.T) {
 func (p *Provider) pendingOf(req providers.Request) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if w, ok := p.watches[interest{types.NamespacedName{Namespace: req.Namespace, Name: req.Backend}, req.Source.Name}]; ok {
+	if w, ok := p.watches[providers.SourceKeyOf(req)]; ok {
 		return w.pending
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -249,5 +250,31 @@ func moduleRoot(t *testing.T) string {
 			t.Fatal("no go.mod above the test's directory")
 		}
 		dir = parent
+	}
+}
+
+// TestNewProvidersBuildsEveryKind: the flags' defaults build one provider
+// for each kind of the table, in its order.
+func TestNewProvidersBuildsEveryKind(t *testing.T) {
+	var f ControllerFlags
+	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	f.Bind(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.NewProviders(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Registry.Close()
+	var got, want []providers.Kind
+	for _, pr := range p.Registry.Providers() {
+		got = append(got, pr.Kind())
+	}
+	for _, k := range Kinds() {
+		want = append(want, k.Kind)
+	}
+	if !slices.Equal(got, want) || p.Waker == nil {
+		t.Errorf("providers of kinds %v (waker %v), want %v", got, p.Waker, want)
 	}
 }
