@@ -33,6 +33,35 @@ func TestShippedBinaryCarriesNoTestCode(t *testing.T) {
 	}
 }
 
+// TestInternalServesOnly checks that wiring points down only: cmd/
+// builds, controllers/ import libraries, and no library (internal/,
+// providers/, probe/, api/) depends on controllers/ or cmd/.
+func TestInternalServesOnly(t *testing.T) {
+	const module = "github.com/backendslice/backendslice/"
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}",
+		module+"internal/...", module+"providers/...", module+"probe/...", module+"api/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	libraries := 0
+	for _, line := range lines {
+		pkg, deps, _ := strings.Cut(line, " ")
+		if !strings.HasPrefix(pkg, module) || strings.HasPrefix(pkg, module+"controllers") || strings.HasPrefix(pkg, module+"cmd/") {
+			continue
+		}
+		libraries++
+		for _, d := range strings.Fields(deps) {
+			if strings.HasPrefix(d, module+"controllers") || strings.HasPrefix(d, module+"cmd/") {
+				t.Errorf("library %s depends on %s: libraries serve, controllers and cmd use them", pkg, d)
+			}
+		}
+	}
+	if libraries < 20 {
+		t.Fatalf("go list named %d libraries of the module, too few: %q", libraries, out)
+	}
+}
+
 // TestControllerFlagsRejected checks that bad flags stop the controller
 // before it starts, with a message naming the flag.
 func TestControllerFlagsRejected(t *testing.T) {
