@@ -74,6 +74,7 @@ var ruleSpecs = []struct{ name, spec string }{
 	{"MemoryDB region of a host", `{"sources":[{"name":"m","awsMemoryDB":{"region":"169.254.169.254","clusterName":"ledger"}}]}`},
 	{"MemoryDB cluster accepted", `{"sources":[{"name":"m","awsMemoryDB":{"region":"eu-central-1","clusterName":"ledger"}}]}`},
 	{"plugin parameters accepted", `{"sources":[{"name":"p","providerRef":{"name":"hosts"},"plugin":{"parameters":{"zone":"eu-west-1a","file.path":"/etc/hosts"}}}]}`},
+	{"the tests' made-up example kind", `{"sources":[{"name":"e","providerRef":{"name":"catalog"},"example":{"item":"web"}}]}`},
 }
 
 // staticBody ends a spec with one static source.
@@ -91,6 +92,7 @@ var providerSpecs = []struct{ name, spec string }{
 	{"static with no allowedCIDRs", `{"static":{},"allowedCIDRs":[],"namespaces":{"names":["payments"]}}`},
 	{"two kinds", `{"static":{},"dns":{},"allowedCIDRs":["192.0.2.0/24"],"namespaces":{"names":["payments"]}}`},
 	{"no kind", `{"namespaces":{"names":["payments"]}}`},
+	{"the tests' made-up example kind", `{"example":{"catalog":"shop"},"namespaces":{"names":["payments"]}}`},
 	{"an address for a CIDR", `{"static":{},"allowedCIDRs":["192.0.2.7"],"namespaces":{"names":["payments"]}}`},
 	{"a CIDR with host bits", `{"static":{},"allowedCIDRs":["192.0.2.7/24"],"namespaces":{"names":["payments"]}}`},
 	{"no namespace", `{"dns":{},"namespaces":{}}`},
