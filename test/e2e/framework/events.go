@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/backendslice/backendslice/api/v1alpha1"
+	"github.com/backendslice/backendslice/test/metricstest"
 )
 
 // WaitEvent waits for an events.k8s.io/v1 Event about xb of type typ with
@@ -97,7 +98,7 @@ func WaitEventCounts(t *testing.T, xb *v1alpha1.ExternalBackend, quiet time.Dura
 	t.Helper()
 	Eventually(t, Timeout, fmt.Sprintf("Events about %s: %v", xb.Name, want), func() error {
 		if got := EventCounts(t, xb); !maps.Equal(got, want) {
-			return fmt.Errorf("events %v", got)
+			return fmt.Errorf("events %v (the budget dropped %v since the controller started)", got, droppedEvents())
 		}
 		return nil
 	})
@@ -105,4 +106,14 @@ func WaitEventCounts(t *testing.T, xb *v1alpha1.ExternalBackend, quiet time.Dura
 	if got := EventCounts(t, xb); !maps.Equal(got, want) {
 		t.Fatalf("Events about %s were %v, then %v within %s: want no more", xb.Name, want, got, quiet)
 	}
+}
+
+// droppedEvents is what the controller's Event budget dropped, by reason
+// and budget, in all namespaces: a missing Event may have been dropped.
+func droppedEvents() map[string]float64 {
+	dropped, err := metricstest.Series(current.metrics, "backendslice_events_dropped_total")
+	if err != nil {
+		return map[string]float64{"reading the metrics: " + err.Error(): 0}
+	}
+	return dropped
 }
