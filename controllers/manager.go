@@ -85,9 +85,6 @@ type ManagerOptions struct {
 	// reconciles has run for longer: a worker that ignores its deadline
 	// (see internal/watchdog). It must exceed the reconcile's own bound.
 	StuckReconcileTimeout time.Duration
-	// EventLimits is the Events' budget; the zero value means
-	// eventbudget.DefaultLimits.
-	EventLimits eventbudget.Limits
 }
 
 // DefaultConcurrency is how many backends are reconciled at once unless
@@ -223,11 +220,7 @@ func addSharedParts(mgr ctrl.Manager, cfg *rest.Config, opts ManagerOptions) (*s
 	if w.watchdog, err = addHealthChecks(mgr, opts.StuckReconcileTimeout); err != nil {
 		return nil, err
 	}
-	limits := opts.EventLimits
-	if limits == (eventbudget.Limits{}) {
-		limits = eventbudget.DefaultLimits()
-	}
-	if w.events, err = addEventRecorder(mgr, cfg, mgr.GetScheme(), w.reg, limits); err != nil {
+	if w.events, err = addEventRecorder(mgr, cfg, mgr.GetScheme(), w.reg); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -333,10 +326,10 @@ func addProber(mgr ctrl.Manager, opts ManagerOptions, reg prometheus.Registerer)
 	return prober, waker, nil
 }
 
-// addEventRecorder adds to mgr the sending of Events, on a budget of
-// limits and a client of their own (events.go), and returns their recorder.
-func addEventRecorder(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme, reg prometheus.Registerer, limits eventbudget.Limits) (events.EventRecorder, error) {
-	recorder, sending, err := newEventRecorder(cfg, scheme, reg, limits)
+// addEventRecorder adds to mgr the sending of Events, on a budget and a
+// client of their own (events.go), and returns their recorder.
+func addEventRecorder(mgr ctrl.Manager, cfg *rest.Config, scheme *runtime.Scheme, reg prometheus.Registerer) (events.EventRecorder, error) {
+	recorder, sending, err := newEventRecorder(cfg, scheme, reg, eventbudget.DefaultLimits())
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,6 @@ import (
 	"github.com/backendslice/backendslice/controllers"
 	"github.com/backendslice/backendslice/controllers/backendprovider"
 	"github.com/backendslice/backendslice/controllers/externalbackend"
-	"github.com/backendslice/backendslice/internal/eventbudget"
 	"github.com/backendslice/backendslice/probe"
 	"github.com/backendslice/backendslice/providers"
 	"github.com/backendslice/backendslice/test/controlplane"
@@ -116,20 +115,6 @@ func TestConfig() externalbackend.Config {
 		// The suites written before BackendProviders.
 		AllowSourcesWithoutProvider: true,
 	}
-}
-
-// TestEventLimits are the controller's Event budget in the suites: each
-// namespace's bucket as in production, and a global cap too high to be
-// reached. A suite's tests run in parallel against one controller, each
-// in a namespace of its own, and stand for tenants who never act at the
-// same instant: dozens of them starting together would spend the global
-// cap's Normal share in a second, and a test counting its own Events
-// would miss one for what its neighbours did. The global cap itself is
-// tested in internal/eventbudget (TestGlobalCap).
-func TestEventLimits() eventbudget.Limits {
-	limits := eventbudget.DefaultLimits()
-	limits.Global = eventbudget.Limit{Rate: 1000, Burst: 10000}
-	return limits
 }
 
 // Env is a running control plane and, unless ControlPlaneOnly, the controller.
@@ -218,7 +203,6 @@ func (e *Env) startController(opts Options) error {
 		KubeAPIBurst:           opts.KubeAPIBurst,
 		ProbeDial:              opts.ProbeDial,
 		ProviderChecks:         opts.ProviderChecks,
-		EventLimits:            TestEventLimits(),
 		// RestartController runs a second controller in this process.
 		SkipNameValidation: true,
 	})

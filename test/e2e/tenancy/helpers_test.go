@@ -79,7 +79,12 @@ func admits(team string, names ...string) v1alpha1.NamespaceSelection {
 // team is the labels of a namespace of team.
 func team(name string) map[string]string { return map[string]string{teamLabel: name} }
 
-// createProvider creates a BackendProvider, deleted when the test ends.
+// createProvider creates a BackendProvider, deleted when the test ends, and
+// waits until the controller has seen it (its status is written for this
+// generation). A backend created sooner may be reconciled before the
+// provider reaches the controller's cache, and be told, rightly then, that
+// it does not exist: a Warning ProviderNotAdmitted whose note the events
+// API keeps for the later refusals of that reason, which the tests read.
 func createProvider(t *testing.T, name string, ns v1alpha1.NamespaceSelection, spec v1alpha1.BackendProviderSpec) *v1alpha1.BackendProvider {
 	t.Helper()
 	spec.Namespaces = ns
@@ -89,6 +94,16 @@ func createProvider(t *testing.T, name string, ns v1alpha1.NamespaceSelection, s
 	}
 	t.Cleanup(func() {
 		_ = client.IgnoreNotFound(k8s.Delete(ctx, &v1alpha1.BackendProvider{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+	})
+	framework.Eventually(t, framework.Timeout, "BackendProvider "+name+" seen by the controller", func() error {
+		seen := &v1alpha1.BackendProvider{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, seen); err != nil {
+			return err
+		}
+		if seen.Status.ObservedGeneration != seen.Generation {
+			return fmt.Errorf("status.observedGeneration %d, generation %d", seen.Status.ObservedGeneration, seen.Generation)
+		}
+		return nil
 	})
 	return bp
 }
