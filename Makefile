@@ -14,6 +14,15 @@ GOLANGCI_LINT_PKG := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 # versions are pinned in test/controlplane/<name>/go.mod (kube-proxy and
 # kube-controller-manager in kube-apiserver's).
 
+# Every build and test here compiles as the image and the release do, with
+# cgo off and paths trimmed (test/controlplane/install.sh too), so that the
+# Go build cache compiles each package once for all of them: the tests'
+# binaries, the image and release that their tests build, vet, and the
+# control-plane binaries, whose shared dependencies are pinned to the
+# product's versions (test/aligned.sh, in `make verify`).
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip -trimpath $(GOFLAGS))
+
 # Where things go.
 GO ?= go
 BIN := $(CURDIR)/bin
@@ -135,7 +144,7 @@ test: ## Run all tests on a real kube-apiserver and etcd (envtest), dual-stack, 
 	$(ENVTEST_ENV) GO=$(GO) MAKE=$(MAKE) TEST_PKGS='$(TEST_PKGS)' E2E_PKGS='$(E2E_PKGS)' TEST_FLAGS='$(TEST_FLAGS)' SUBMODULES='$(SUBMODULES)' bash test/run.sh
 
 .PHONY: verify
-verify: generate manifests fmt ## Fail if generated code, manifests, formatting or go.mod are out of date, or the kustomize base does not build.
+verify: generate manifests fmt ## Fail if generated code, manifests, formatting or go.mod are out of date, a test module's shared dependencies are not the product's versions, or the kustomize base does not build.
 	@changed=$$(git status --porcelain -- $(VERIFY_PATHS)); \
 	if [[ -n "$$changed" ]]; then \
 		echo; \
@@ -154,6 +163,11 @@ verify: generate manifests fmt ## Fail if generated code, manifests, formatting 
 			exit 1; \
 		fi; \
 	done
+	@if ! GO=$(GO) bash test/aligned.sh; then \
+		echo; \
+		echo 'verify: FAILED. A module the tests build shares dependencies with the product at other versions (above).'; \
+		exit 1; \
+	fi
 	@if ! $(GO) test ./test/kustomizetest -count=1; then \
 		echo; \
 		echo 'verify: FAILED. The kustomize base config/default does not build, or is not what an install needs (above).'; \

@@ -26,7 +26,11 @@ read -r -a submodules <<<"${SUBMODULES:-}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-echo "--- building Consul, kube-proxy, kube-controller-manager and CoreDNS in the background ($work/extras.log)"
+# phase prints a step's header with the time it starts.
+start=$SECONDS
+phase() { printf -- '--- %s (%s UTC, %d s in)\n' "$*" "$(date -u +%T)" $((SECONDS - start)); }
+
+phase "building Consul, kube-proxy, kube-controller-manager and CoreDNS in the background ($work/extras.log)"
 export BACKENDSLICE_BUILDING="consul kube-proxy kube-controller-manager coredns"
 export BACKENDSLICE_BUILD_FAILED=$work/extras.failed
 (nice -n 10 "$make" consul dataplane >"$work/extras.log" 2>&1 || touch "$BACKENDSLICE_BUILD_FAILED") &
@@ -50,10 +54,10 @@ for pkg in "${all[@]}"; do
 done
 
 status=0
-echo "--- go test: the packages that need only kube-apiserver and etcd (${#first[@]})"
+phase "go test: the packages that need only kube-apiserver and etcd (${#first[@]})"
 "$go" test "${first[@]}" "${test_flags[@]}" || status=1
 
-echo "--- waiting for the background build"
+phase "waiting for the background build"
 wait "$builder" || true
 if [[ -e $BACKENDSLICE_BUILD_FAILED ]]; then
 	cat "$work/extras.log"
@@ -64,15 +68,15 @@ grep -E 'built in|bin/' "$work/extras.log" || true
 unset BACKENDSLICE_BUILDING
 
 if ((${#second[@]})); then
-	echo "--- go test: the packages that run Consul or the data-path lab (${#second[@]})"
+	phase "go test: the packages that run Consul or the data-path lab (${#second[@]})"
 	"$go" test "${second[@]}" "${test_flags[@]}" || status=1
 fi
 
 for m in "${submodules[@]}"; do
-	echo "--- go test ($m)"
+	phase "go test ($m)"
 	(cd "$m" && "$go" test ./... "${test_flags[@]}") || status=1
 done
 
-echo "--- go test: the end-to-end suites on a single-stack API server"
+phase "go test: the end-to-end suites on a single-stack API server"
 BACKENDSLICE_TEST_STACK=single "$go" test "${e2e_pkgs[@]}" "${test_flags[@]}" || status=1
 exit "$status"

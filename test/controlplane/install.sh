@@ -10,10 +10,11 @@
 # is done once per machine and kept in the user cache, keyed by the version pinned
 # in that module's go.mod:
 #
-#   ${XDG_CACHE_HOME:-$HOME/.cache}/backendslice/NAME-VERSION/NAME
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/backendslice/NAME-VERSION-GOSUMHASH/NAME
 #
 # and then linked (or copied) into bin/. A fresh clone on a warm machine therefore
-# takes seconds; bumping the version in go.mod changes the key and rebuilds.
+# takes seconds; bumping the version in go.mod, or any dependency in go.sum,
+# changes the key and rebuilds.
 # Concurrent runs are serialised with flock(1) so that only one of them builds.
 #
 # Environment: BACKENDSLICE_CACHE_DIR overrides the cache root
@@ -98,7 +99,20 @@ else
 	echo "install.sh: neither XDG_CACHE_HOME nor HOME is set; set BACKENDSLICE_CACHE_DIR" >&2
 	exit 1
 fi
-cachedir=$cacheroot/$name-$version
+# GOWORK=off: a go.work in the checkout must not change what gets built.
+# -mod=readonly: the build never edits the pinned go.mod/go.sum.
+# -buildvcs=false: the checkout may have no commits, and the stamp is not wanted.
+# -trimpath and CGO_ENABLED=0: as the Makefile builds and tests the product
+# (and as Kubernetes releases its binaries), so that the packages both need
+# are compiled once, for both, in Go's build cache.
+export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false -trimpath" CGO_ENABLED=0
+
+# The cache key also holds a hash of the module's go.sum and of the flags
+# above: its dependencies are pinned to the product's versions
+# (test/aligned.sh) and move with them, and a binary built from other
+# dependencies, or with other flags, is another binary.
+sum=$(cat "$moddir/go.sum" - <<<"$GOFLAGS CGO_ENABLED=$CGO_ENABLED" | sha256sum)
+cachedir=$cacheroot/$name-$version-${sum:0:12}
 cached=$cachedir/$name
 mkdir -p "$cachedir" "$repo/bin"
 
@@ -143,10 +157,6 @@ tmpdir=$(mktemp -d "$cachedir/.build.XXXXXX")
 trap 'rm -rf "$tmpdir"' EXIT
 
 cd "$moddir"
-# GOWORK=off: a go.work in the checkout must not change what gets built.
-# -mod=readonly: the build never edits the pinned go.mod/go.sum.
-# -buildvcs=false: the checkout may have no commits, and the stamp is not wanted.
-export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false"
 
 # -s -w: no symbol table or DWARF, which the tests never read, and which take
 # a good part of linking kube-apiserver and kube-controller-manager.
