@@ -41,8 +41,17 @@ func newEventRecorder(cfg *rest.Config, scheme *runtime.Scheme, reg prometheus.R
 		return nil, nil, fmt.Errorf("registering the Event budget's metrics: %w", err)
 	}
 	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cl})
+	// The sink is attached now, not when the manager starts the runnable:
+	// the broadcaster drops what is recorded while nothing watches it, and
+	// on a loaded machine an Event was recorded before the runnable's
+	// goroutine had run.
+	sending, stop := context.WithCancel(context.Background())
+	if err := b.StartRecordingToSinkWithContext(sending); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("starting to record Events: %w", err)
+	}
 	rec := eventbudget.NewRecorder(b.NewRecorder(scheme, reportingController), scheme, eventbudget.New(limits, nil), metrics)
-	return rec, broadcasting{b}, nil
+	return rec, broadcasting{b, stop}, nil
 }
 
 // eventsConfig is cfg for the Events client alone: a copy with a rate
@@ -55,18 +64,18 @@ func eventsConfig(cfg *rest.Config, limits eventbudget.Limits) *rest.Config {
 	return c
 }
 
-// broadcasting sends the broadcaster's Events to the API server while the
-// manager runs, leader or not: it starts before the controllers, so that
-// no Event of theirs finds the broadcaster without its sink, and stops
-// after them.
-type broadcasting struct{ events.EventBroadcaster }
+// broadcasting is the broadcaster sending Events to the API server, from
+// its making until the manager stops.
+type broadcasting struct {
+	events.EventBroadcaster
+	stop context.CancelFunc
+}
 
-// Start sends Events until ctx ends, then shuts the broadcaster down.
+// Start waits until ctx ends, then stops sending and shuts the broadcaster
+// down.
 func (b broadcasting) Start(ctx context.Context) error {
-	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
-		return fmt.Errorf("starting to record Events: %w", err)
-	}
 	<-ctx.Done()
+	b.stop()
 	b.Shutdown()
 	return nil
 }

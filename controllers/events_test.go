@@ -116,7 +116,14 @@ func plainRecorder(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme) event
 		t.Fatal(err)
 	}
 	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cl})
-	startRecording(t, broadcasting{b})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		b.Shutdown()
+	})
 	return b.NewRecorder(scheme, reportingController)
 }
 
