@@ -13,9 +13,6 @@ import (
 // every change arrives; its numbers are logged and mean little at this
 // size.
 func TestNoisyNeighbourShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	for name, value := range map[string]string{
 		"backends": "2", "addresses": "20", "flip-period": "500ms",
 		"dns-backends": "6", "dns-edit-period": "2s", "storm-backends": "6", "storm-period": "500ms", "servfail-backends": "30",
