@@ -48,11 +48,13 @@ mapfile -t later < <(grep -rlE --include='*_test.go' \
 mapfile -t all < <("$go" list "${test_pkgs[@]}")
 mapfile -t e2e < <("$go" list "${e2e_pkgs[@]}")
 first=() second=() single_first=() single_second=()
+# is_later PKG: whether PKG waits for the background build.
+is_later() { [[ " ${later[*]} " == *" $1 "* ]]; }
 for pkg in "${all[@]}"; do
-	if [[ " ${later[*]} " == *" $pkg "* ]]; then second+=("$pkg"); else first+=("$pkg"); fi
+	if is_later "$pkg"; then second+=("$pkg"); else first+=("$pkg"); fi
 done
 for pkg in "${e2e[@]}"; do
-	if [[ " ${later[*]} " == *" $pkg "* ]]; then single_second+=("$pkg"); else single_first+=("$pkg"); fi
+	if is_later "$pkg"; then single_second+=("$pkg"); else single_first+=("$pkg"); fi
 done
 
 # The suites after the first group mostly wait: on timers, drains, labs'
