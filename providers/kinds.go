@@ -90,6 +90,21 @@ func One(p Provider, err error) ([]Provider, error) {
 	return []Provider{p}, nil
 }
 
+// Watching is the Configure of a kind whose one provider holds watches
+// (Consul, plugin): the kind's flags bound into fresh options, the
+// controller's namespace floor set on them (floor points at the options'
+// own), and the provider built from them.
+func Watching[O any, P Provider](bind func(*O, *pflag.FlagSet), floor func(*O) *int, build func(O, Waker) (P, error)) func(*pflag.FlagSet) Constructor {
+	return func(fs *pflag.FlagSet) Constructor {
+		var o O
+		bind(&o, fs)
+		return func(_ context.Context, env Env) ([]Provider, error) {
+			*floor(&o) = env.NamespaceWatchFloor
+			return One(build(o, env.Waker))
+		}
+	}
+}
+
 // SecretReader reads one key of a Secret the platform team named in a
 // BackendProvider; user names what refers to it, for the messages.
 type SecretReader interface {

@@ -52,14 +52,7 @@ func Kinds() providers.Kinds {
 		Connect:    connect,
 		Secrets:    secrets,
 		FlagPrefix: "plugin-",
-		Configure: func(fs *pflag.FlagSet) providers.Constructor {
-			var o Options
-			o.BindFlags(fs)
-			return func(_ context.Context, env providers.Env) ([]providers.Provider, error) {
-				o.NamespaceWatchFloor = env.NamespaceWatchFloor
-				return providers.One(New(o, env.Waker))
-			}
-		},
+		Configure:  providers.Watching((*Options).BindFlags, func(o *Options) *int { return &o.NamespaceWatchFloor }, New),
 	}
 	return providers.Kinds{{Kind: Kind, Of: func(s v1alpha1.Source) bool { return s.Plugin != nil }, Provider: p}}
 }
