@@ -20,8 +20,11 @@ GOLANGCI_LINT_PKG := github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 # binaries, the image and release that their tests build, vet, and the
 # control-plane binaries, whose shared dependencies are pinned to the
 # product's versions (test/aligned.sh, in `make verify`).
+# The tests' binaries link without DWARF (-ldflags=-w; the release and
+# image builds set their own -ldflags, which win): nothing reads it, and it
+# is a good part of linking each of a hundred test binaries.
 export CGO_ENABLED := 0
-export GOFLAGS := $(strip -trimpath $(GOFLAGS))
+export GOFLAGS := $(strip -trimpath -ldflags=-w $(GOFLAGS))
 
 # Where things go.
 GO ?= go
@@ -39,7 +42,11 @@ INSTALL := bash $(CURDIR)/test/controlplane/install.sh
 # The data-path suites run kube-proxy, CoreDNS and kube-controller-manager
 # (built once, too) in network namespaces, and need the nft and ip commands.
 TEST_PREREQS := controlplane consul dataplane shellcheck
-TEST_FLAGS ?= -count=1 -timeout 30m
+# GO_TEST_VET=off leaves out go test's own vet pass (a subset of go vet's
+# checks, with a pass of its own over every dependency): CI sets it, having
+# run `make vet`, which runs them all, on the tests too.
+GO_TEST_VET ?=
+TEST_FLAGS ?= -count=1 -timeout 30m$(if $(GO_TEST_VET), -vet=$(GO_TEST_VET))
 TEST_PKGS ?= ./...
 # envtest reads KUBEBUILDER_ASSETS and starts bin/kube-apiserver and bin/etcd.
 ENVTEST_ENV := KUBEBUILDER_ASSETS=$(BIN)
@@ -329,7 +336,7 @@ if [[ ! -x "$$dir/$(1)" ]]; then \
 	if [[ ! -x "$$dir/$(1)" ]]; then \
 		echo '$(1) $(3): building it into '"$$dir"' (once; a few minutes cold)'; \
 		start=$$SECONDS; \
-		GOBIN="$$dir" GOWORK=off GOFLAGS= $(GO) install $(2)@$(3); \
+		GOBIN="$$dir" GOWORK=off GOFLAGS=-ldflags=-w $(GO) install $(2)@$(3); \
 		echo "$(1) $(3): built in $$((SECONDS - start))s"; \
 	fi; \
 fi; \

@@ -6,15 +6,16 @@
 # module under test/controlplane/ (kept apart from the product's go.mod): NAME/,
 # except kube-proxy and kube-controller-manager, which come from the same
 # k8s.io/kubernetes module (and the same staging replaces) as kube-apiserver and
-# are built from kube-apiserver/. A build
+# are built from kube-apiserver/ (kube-controller-manager as the upstream
+# controllers the suites run, kube-apiserver/controllermanager). A build
 # is done once per machine and kept in the user cache, keyed by the version pinned
-# in that module's go.mod:
+# in that module's go.mod and a hash of the module's files:
 #
-#   ${XDG_CACHE_HOME:-$HOME/.cache}/backendslice/NAME-VERSION-GOSUMHASH/NAME
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/backendslice/NAME-VERSION-MODULEHASH/NAME
 #
 # and then linked (or copied) into bin/. A fresh clone on a warm machine therefore
-# takes seconds; bumping the version in go.mod, or any dependency in go.sum,
-# changes the key and rebuilds.
+# takes seconds; bumping the version in go.mod, any dependency in go.sum, or
+# editing the module's sources, changes the key and rebuilds.
 # Concurrent runs are serialised with flock(1) so that only one of them builds.
 #
 # Environment: BACKENDSLICE_CACHE_DIR overrides the cache root
@@ -50,9 +51,11 @@ kube-proxy)
 	;;
 kube-controller-manager)
 	mod=k8s.io/kubernetes
-	pkg=k8s.io/kubernetes/cmd/kube-controller-manager
+	# The upstream controllers the suites run, with kube-controller-manager's
+	# flags for them (controllermanager/main.go says why not the whole).
+	pkg=./controllermanager
 	moddir=$here/kube-apiserver
-	minutes=4 # shares most packages with kube-apiserver's build
+	minutes=1 # shares most packages with kube-apiserver's build
 	;;
 etcd)
 	mod=go.etcd.io/etcd/server/v3
@@ -107,11 +110,18 @@ fi
 # are compiled once, for both, in Go's build cache.
 export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false -trimpath" CGO_ENABLED=0
 
-# The cache key also holds a hash of the module's go.sum and of the flags
-# above: its dependencies are pinned to the product's versions
-# (test/aligned.sh) and move with them, and a binary built from other
-# dependencies, or with other flags, is another binary.
-sum=$(cat "$moddir/go.sum" - <<<"$GOFLAGS CGO_ENABLED=$CGO_ENABLED" | sha256sum)
+# The cache key also holds a hash of the module's files (go.mod, go.sum
+# and its Go sources, with the modules its replace directives point at
+# below it) and of the flags above: its dependencies are pinned to the
+# product's versions (test/aligned.sh) and move with them, and a binary
+# built from other dependencies, other sources, or with other flags, is
+# another binary.
+sum=$(
+	cd "$moddir"
+	find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) | LC_ALL=C sort |
+		while IFS= read -r f; do printf '%s\n' "$f" && cat "$f"; done
+	printf '%s\n' "$GOFLAGS CGO_ENABLED=$CGO_ENABLED"
+) && sum=$(sha256sum <<<"$sum")
 cachedir=$cacheroot/$name-$version-${sum:0:12}
 cached=$cachedir/$name
 mkdir -p "$cachedir" "$repo/bin"
