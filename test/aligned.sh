@@ -48,7 +48,7 @@ check() {
 
 check test/promrules -test ./...
 check test/workflows -test ./...
-check test/controlplane/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-proxy
+check test/controlplane/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver ./controllermanager k8s.io/kubernetes/cmd/kube-proxy
 check test/controlplane/etcd go.etcd.io/etcd/server/v3
 check test/controlplane/coredns .
 
