@@ -26,9 +26,7 @@ const (
 type AWSElastiCacheSource struct {
 	// region of the cache, for example eu-west-1.
 	// +required
-	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.size() > 32 || self.matches('^([a-z]{2}(-gov|-iso[a-z]?)?|eusc-[a-z]{2})-[a-z]+-[0-9]{1,2}$')",message="spec.sources[].awsElastiCache.region: not an AWS region name such as eu-west-1, us-gov-west-1 or cn-north-1"
-	Region string `json:"region"`
+	Region AWSRegion `json:"region"`
 
 	// replicationGroupID selects the nodes of a Valkey or Redis OSS
 	// replication group.
@@ -75,9 +73,7 @@ type AWSElastiCacheSource struct {
 type AWSMemoryDBSource struct {
 	// region of the cluster, for example eu-west-1.
 	// +required
-	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.size() > 32 || self.matches('^([a-z]{2}(-gov|-iso[a-z]?)?|eusc-[a-z]{2})-[a-z]+-[0-9]{1,2}$')",message="spec.sources[].awsMemoryDB.region: not an AWS region name such as eu-west-1, us-gov-west-1 or cn-north-1"
-	Region string `json:"region"`
+	Region AWSRegion `json:"region"`
 
 	// clusterName selects the cluster.
 	// +required

@@ -243,9 +243,7 @@ type AWSProvider struct {
 	// region of the instances and clusters, for example eu-west-1. Sources
 	// through this provider read this region.
 	// +required
-	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}$`
-	Region string `json:"region"`
+	Region AWSRegion `json:"region"`
 
 	// assumeRoleARN is assumed (through STS) to read the account; unset
 	// reads with the controller's own identity.

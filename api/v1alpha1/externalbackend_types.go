@@ -480,9 +480,7 @@ const (
 type AWSRDSSource struct {
 	// region of the instances, for example eu-west-1.
 	// +required
-	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.size() > 32 || self.matches('^([a-z]{2}(-gov|-iso[a-z]?)?|eusc-[a-z]{2})-[a-z]+-[0-9]{1,2}$')",message="spec.sources[].awsRDS.region: not an AWS region name such as eu-west-1, us-gov-west-1 or cn-north-1"
-	Region string `json:"region"`
+	Region AWSRegion `json:"region"`
 
 	// dbInstanceIdentifier selects one DB instance.
 	// +optional
@@ -531,9 +529,7 @@ const (
 type AWSEC2Source struct {
 	// region of the instances, for example eu-west-1.
 	// +required
-	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.size() > 32 || self.matches('^([a-z]{2}(-gov|-iso[a-z]?)?|eusc-[a-z]{2})-[a-z]+-[0-9]{1,2}$')",message="spec.sources[].awsEC2.region: not an AWS region name such as eu-west-1, us-gov-west-1 or cn-north-1"
-	Region string `json:"region"`
+	Region AWSRegion `json:"region"`
 
 	// instanceIDs to publish: at least one.
 	// +optional

@@ -316,7 +316,7 @@ func TestConnectionRegion(t *testing.T) {
 	settingsOf(c).Region = "us-east-1"
 	for _, r := range []string{"", "us-east-1"} {
 		src := rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "db-1"})
-		src.AWSRDS.Region = r
+		src.AWSRDS.Region = v1alpha1.AWSRegion(r)
 		wantAddresses(t, "source region "+r, resolveReq(t, e.s.RDS(), asked(src, "team", c, v1alpha1.AddressTypeIPv4)), "192.0.2.61")
 	}
 	if n := e.fake.Scopes()["us-east-1/rds"]; n != 1 {

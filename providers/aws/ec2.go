@@ -49,7 +49,7 @@ type ec2Instance struct {
 // Resolve returns the endpoints of the instances the source selects.
 func (p *EC2Provider) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
 	src := req.Source.AWSEC2
-	field, t, err := p.open(req, src != nil, func() (string, string) { return src.Region, src.AssumeRoleARN })
+	field, t, err := p.open(req, src != nil, func() (string, string) { return string(src.Region), src.AssumeRoleARN })
 	if err != nil {
 		return providers.Result{}, err
 	}

@@ -90,7 +90,7 @@ type endpointAddr struct {
 // Resolve returns the endpoints of the cache the source names.
 func (p *ElastiCacheProvider) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
 	src := req.Source.AWSElastiCache
-	field, t, err := p.open(req, src != nil, func() (string, string) { return src.Region, src.AssumeRoleARN })
+	field, t, err := p.open(req, src != nil, func() (string, string) { return string(src.Region), src.AssumeRoleARN })
 	if err != nil {
 		return providers.Result{}, err
 	}

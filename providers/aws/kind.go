@@ -78,7 +78,7 @@ func settingsOf(cc *providers.Connection) *Settings {
 func connect(_ context.Context, bp *v1alpha1.BackendProvider, _ providers.SecretReader) (*providers.Connection, error) {
 	s := bp.Spec.AWS
 	conn := providers.NewConnection(bp)
-	conn.Settings = &Settings{Region: s.Region, AssumeRoleARN: s.AssumeRoleARN, EndpointURL: s.EndpointURL, ConsentTag: s.ConsentTag}
+	conn.Settings = &Settings{Region: string(s.Region), AssumeRoleARN: s.AssumeRoleARN, EndpointURL: s.EndpointURL, ConsentTag: s.ConsentTag}
 	return conn, nil
 }
 

@@ -41,7 +41,7 @@ type memoryDBShard struct {
 // Resolve returns the endpoints of the cluster the source names.
 func (p *MemoryDBProvider) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
 	src := req.Source.AWSMemoryDB
-	field, t, err := p.open(req, src != nil, func() (string, string) { return src.Region, src.AssumeRoleARN })
+	field, t, err := p.open(req, src != nil, func() (string, string) { return string(src.Region), src.AssumeRoleARN })
 	if err != nil {
 		return providers.Result{}, err
 	}

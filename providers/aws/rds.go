@@ -86,7 +86,7 @@ type dbMember struct {
 // Resolve returns the endpoints of the instances the source selects.
 func (p *RDSProvider) Resolve(ctx context.Context, req providers.Request) (providers.Result, error) {
 	src := req.Source.AWSRDS
-	field, t, err := p.open(req, src != nil, func() (string, string) { return src.Region, src.AssumeRoleARN })
+	field, t, err := p.open(req, src != nil, func() (string, string) { return string(src.Region), src.AssumeRoleARN })
 	if err != nil {
 		return providers.Result{}, err
 	}

@@ -43,7 +43,7 @@ func wantKept(t *testing.T, s *awsprovider.Session, what string, listings, clien
 }
 
 // inRegion returns src with its awsRDS or awsEC2 region set to region.
-func inRegion(src v1alpha1.Source, region string) v1alpha1.Source {
+func inRegion(src v1alpha1.Source, region v1alpha1.AWSRegion) v1alpha1.Source {
 	if src.AWSRDS != nil {
 		rds := *src.AWSRDS
 		rds.Region = region
@@ -65,7 +65,7 @@ func TestForgetLetsGoOfStreamsAndClients(t *testing.T) {
 	e := newEnv(t, nil)
 	aurora(e)
 	e.fake.PutEC2Instance(vm("i-0a", "10"))
-	regions := []string{"eu-west-1", "us-east-1", "ap-southeast-2"}
+	regions := []v1alpha1.AWSRegion{"eu-west-1", "us-east-1", "ap-southeast-2"}
 	instance := rdsSource(v1alpha1.AWSRDSSource{DBInstanceIdentifier: "aurora-1"})
 	writer := rdsSource(v1alpha1.AWSRDSSource{DBClusterIdentifier: "aurora", Role: v1alpha1.AWSRDSRoleWriter})
 	writer.Name = "writer"

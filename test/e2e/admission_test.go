@@ -22,29 +22,29 @@ type cause struct{ field, msg string }
 
 // The messages of the admission rules, each naming its field and the fix.
 const (
-	ec2TagsEmpty      = "spec.sources[].awsEC2.tags: an empty map selects every instance in the region; name at least one tag or use instanceIDs"
-	ec2IDsEmpty       = "spec.sources[].awsEC2.instanceIDs: an empty list selects every instance in the region; list at least one instance ID or use tags"
-	ec2ID             = "spec.sources[].awsEC2.instanceIDs[]: not an EC2 instance ID (i- and 8 or 17 lower-case hex digits, such as i-0123456789abcdef0)"
-	ec2OneOf          = "spec.sources[].awsEC2: set exactly one of instanceIDs, tags"
-	ec2Tags           = "spec.sources[].awsEC2.tags: tag keys are 1 to 128 characters and values at most 256 (AWS's limits)"
-	ec2Region         = "spec.sources[].awsEC2.region: not an AWS region name such as eu-west-1, us-gov-west-1 or cn-north-1"
-	cacheOneOf        = "spec.sources[].awsElastiCache: set exactly one of replicationGroupID, cacheClusterID, serverlessCacheName"
-	cacheGroupEmpty   = "spec.sources[].awsElastiCache.replicationGroupID: an empty identifier selects every replication group in the region; name one"
-	cacheGroup        = "spec.sources[].awsElastiCache.replicationGroupID: a replication group ID is 1 to 40 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
-	cacheCluster      = "spec.sources[].awsElastiCache.cacheClusterID: a cache cluster ID is 1 to 50 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
-	cacheServerless   = "spec.sources[].awsElastiCache.serverlessCacheName: an empty name selects every serverless cache in the region; name one"
-	cacheRole         = "spec.sources[].awsElastiCache.role: primary and readers select nodes of a replication group or a serverless cache's endpoints; a cache cluster's nodes have no roles, remove role"
-	cacheRegion       = "spec.sources[].awsElastiCache.region: not an AWS region name such as eu-west-1, us-gov-west-1 or cn-north-1"
-	memoryDBEmpty     = "spec.sources[].awsMemoryDB.clusterName: an empty name selects no cluster; name one"
-	memoryDBName      = "spec.sources[].awsMemoryDB.clusterName: a MemoryDB cluster name is 1 to 40 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
-	rdsInstanceEmpty  = "spec.sources[].awsRDS.dbInstanceIdentifier: an empty identifier selects every DB instance in the region; name one, or use dbClusterIdentifier or tags"
-	rdsClusterEmpty   = "spec.sources[].awsRDS.dbClusterIdentifier: an empty identifier selects every DB cluster in the region; name one, or use dbInstanceIdentifier or tags"
-	rdsTagsEmpty      = "spec.sources[].awsRDS.tags: an empty map selects every instance in the region; name at least one tag or use dbInstanceIdentifier or dbClusterIdentifier"
-	rdsTags           = "spec.sources[].awsRDS.tags: tag keys are 1 to 128 characters and values at most 256 (AWS's limits)"
-	rdsOneOf          = "spec.sources[].awsRDS: set exactly one of dbInstanceIdentifier, dbClusterIdentifier, tags"
-	rdsInstance       = "spec.sources[].awsRDS.dbInstanceIdentifier: an RDS identifier is 1 to 63 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
-	rdsCluster        = "spec.sources[].awsRDS.dbClusterIdentifier: an RDS identifier is 1 to 63 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
-	rdsRegion         = "spec.sources[].awsRDS.region: not an AWS region name such as eu-west-1, us-gov-west-1 or cn-north-1"
+	ec2TagsEmpty     = "spec.sources[].awsEC2.tags: an empty map selects every instance in the region; name at least one tag or use instanceIDs"
+	ec2IDsEmpty      = "spec.sources[].awsEC2.instanceIDs: an empty list selects every instance in the region; list at least one instance ID or use tags"
+	ec2ID            = "spec.sources[].awsEC2.instanceIDs[]: not an EC2 instance ID (i- and 8 or 17 lower-case hex digits, such as i-0123456789abcdef0)"
+	ec2OneOf         = "spec.sources[].awsEC2: set exactly one of instanceIDs, tags"
+	ec2Tags          = "spec.sources[].awsEC2.tags: tag keys are 1 to 128 characters and values at most 256 (AWS's limits)"
+	cacheOneOf       = "spec.sources[].awsElastiCache: set exactly one of replicationGroupID, cacheClusterID, serverlessCacheName"
+	cacheGroupEmpty  = "spec.sources[].awsElastiCache.replicationGroupID: an empty identifier selects every replication group in the region; name one"
+	cacheGroup       = "spec.sources[].awsElastiCache.replicationGroupID: a replication group ID is 1 to 40 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
+	cacheCluster     = "spec.sources[].awsElastiCache.cacheClusterID: a cache cluster ID is 1 to 50 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
+	cacheServerless  = "spec.sources[].awsElastiCache.serverlessCacheName: an empty name selects every serverless cache in the region; name one"
+	cacheRole        = "spec.sources[].awsElastiCache.role: primary and readers select nodes of a replication group or a serverless cache's endpoints; a cache cluster's nodes have no roles, remove role"
+	memoryDBEmpty    = "spec.sources[].awsMemoryDB.clusterName: an empty name selects no cluster; name one"
+	memoryDBName     = "spec.sources[].awsMemoryDB.clusterName: a MemoryDB cluster name is 1 to 40 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
+	rdsInstanceEmpty = "spec.sources[].awsRDS.dbInstanceIdentifier: an empty identifier selects every DB instance in the region; name one, or use dbClusterIdentifier or tags"
+	rdsClusterEmpty  = "spec.sources[].awsRDS.dbClusterIdentifier: an empty identifier selects every DB cluster in the region; name one, or use dbInstanceIdentifier or tags"
+	rdsTagsEmpty     = "spec.sources[].awsRDS.tags: an empty map selects every instance in the region; name at least one tag or use dbInstanceIdentifier or dbClusterIdentifier"
+	rdsTags          = "spec.sources[].awsRDS.tags: tag keys are 1 to 128 characters and values at most 256 (AWS's limits)"
+	rdsOneOf         = "spec.sources[].awsRDS: set exactly one of dbInstanceIdentifier, dbClusterIdentifier, tags"
+	rdsInstance      = "spec.sources[].awsRDS.dbInstanceIdentifier: an RDS identifier is 1 to 63 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
+	rdsCluster       = "spec.sources[].awsRDS.dbClusterIdentifier: an RDS identifier is 1 to 63 letters, digits and '-', starting with a letter, not ending with '-' and without '--'"
+	// awsRegion is the one message of every region field (v1alpha1.AWSRegion):
+	// the API server puts the field's path before it.
+	awsRegion         = "not an AWS region name such as eu-west-1, us-gov-west-1, cn-north-1 or eusc-de-east-1"
 	mappedHex         = "spec.sources[].static.endpoints[].address: an IPv4-mapped IPv6 address is not accepted; write the IPv4 address of its last 32 bits (a.b.c.d) instead"
 	invalidIPv6       = "is not a valid IPv6 address"
 	invalidIPv4       = "is not a valid IPv4 address"
@@ -203,11 +203,11 @@ var refusedSpecs = []struct {
 	{"cache cluster with a role", one("awsElastiCache", `{"region":"eu-west-1","cacheClusterID":"sessions","role":"primary"}`), []cause{{cache, cacheRole}}},
 
 	// AWS names.
-	{"ec2 region without number", one("awsEC2", `{"region":"eu-west","tags":{"app":"web"}}`), []cause{{ec2 + ".region", ec2Region}}},
-	{"ec2 region in capitals", one("awsEC2", `{"region":"EU-WEST-1","tags":{"app":"web"}}`), []cause{{ec2 + ".region", ec2Region}}},
-	{"ec2 empty region", one("awsEC2", `{"region":"","tags":{"app":"web"}}`), []cause{{ec2 + ".region", ec2Region}}},
-	{"rds region with a path", one("awsRDS", `{"region":"eu-west-1/x","dbInstanceIdentifier":"orders"}`), []cause{{rds + ".region", rdsRegion}}},
-	{"rds region of a host", one("awsRDS", `{"region":"169.254.169.254","dbInstanceIdentifier":"orders"}`), []cause{{rds + ".region", rdsRegion}}},
+	{"ec2 region without number", one("awsEC2", `{"region":"eu-west","tags":{"app":"web"}}`), []cause{{ec2 + ".region", awsRegion}}},
+	{"ec2 region in capitals", one("awsEC2", `{"region":"EU-WEST-1","tags":{"app":"web"}}`), []cause{{ec2 + ".region", awsRegion}}},
+	{"ec2 empty region", one("awsEC2", `{"region":"","tags":{"app":"web"}}`), []cause{{ec2 + ".region", awsRegion}}},
+	{"rds region with a path", one("awsRDS", `{"region":"eu-west-1/x","dbInstanceIdentifier":"orders"}`), []cause{{rds + ".region", awsRegion}}},
+	{"rds region of a host", one("awsRDS", `{"region":"169.254.169.254","dbInstanceIdentifier":"orders"}`), []cause{{rds + ".region", awsRegion}}},
 	{"short instance ID", ec2IDs(`["i-0a"]`), []cause{{ec2 + ".instanceIDs[0]", ec2ID}}},
 	{"instance ID in capitals", ec2IDs(`["i-01234567","i-0123456789ABCDEF0"]`), []cause{{ec2 + ".instanceIDs[1]", ec2ID}}},
 	{"instance ID of 9 digits", ec2IDs(`["i-012345678"]`), []cause{{ec2 + ".instanceIDs[0]", ec2ID}}},
@@ -218,7 +218,7 @@ var refusedSpecs = []struct {
 	{"cache group starting with a digit", one("awsElastiCache", `{"region":"eu-west-1","replicationGroupID":"1orders"}`), []cause{{cache + ".replicationGroupID", cacheGroup}}},
 	{"cache group with a double hyphen", one("awsElastiCache", `{"region":"eu-west-1","replicationGroupID":"orders--a"}`), []cause{{cache + ".replicationGroupID", cacheGroup}}},
 	{"cache cluster with a dot", one("awsElastiCache", `{"region":"eu-west-1","cacheClusterID":"sessions.a"}`), []cause{{cache + ".cacheClusterID", cacheCluster}}},
-	{"cache region of a host", one("awsElastiCache", `{"region":"169.254.169.254","serverlessCacheName":"lru"}`), []cause{{cache + ".region", cacheRegion}}},
+	{"cache region of a host", one("awsElastiCache", `{"region":"169.254.169.254","serverlessCacheName":"lru"}`), []cause{{cache + ".region", awsRegion}}},
 	{"memorydb cluster ending in a hyphen", one("awsMemoryDB", `{"region":"eu-west-1","clusterName":"ledger-"}`), []cause{{mdb + ".clusterName", memoryDBName}}},
 	{"ec2 tag key of 129 characters", one("awsEC2", `{"region":"eu-west-1","tags":{"`+strings.Repeat("k", 129)+`":"v"}}`), []cause{{ec2 + ".tags", ec2Tags}}},
 	{"rds tag value of 257 characters", one("awsRDS", `{"region":"eu-west-1","tags":{"app":"`+strings.Repeat("v", 257)+`"}}`), []cause{{rds + ".tags", rdsTags}}},

@@ -103,6 +103,8 @@ var providerSpecs = []struct{ name, spec string }{
 	{"ports and ranges", `{"static":{},"allowedCIDRs":["192.0.2.0/24","2001:db8::/32"],"namespaces":{"names":["default"]},"probes":{"allowedPorts":[{"port":8008},{"port":9000,"endPort":9099},{"port":65535}]}}`},
 	{"consul", `{"consul":{"address":"https://consul.example.com:8501","allowedServices":["payments-*"]},"namespaces":{"selector":{"matchLabels":{"team":"payments"}}}}`},
 	{"aws", `{"aws":{"region":"eu-west-1","consentTag":"backendslice.io/namespaces"},"namespaces":{"names":["payments"]}}`},
+	{"aws in the European Sovereign Cloud", `{"aws":{"region":"eusc-de-east-1"},"namespaces":{"names":["payments"]}}`},
+	{"aws region in capitals", `{"aws":{"region":"EU-WEST-1"},"namespaces":{"names":["payments"]}}`},
 	{"plugin token over plain HTTP", `{"plugin":{"url":"http://plugin.example.com:8080","tokenSecretRef":{"name":"t","key":"token"}},"namespaces":{"names":["payments"]}}`},
 	{"plugin token over HTTP on loopback", `{"plugin":{"url":"http://127.0.0.1:8080","tokenSecretRef":{"name":"t","key":"token"}},"namespaces":{"names":["payments"]}}`},
 	{"plugin TLS over plain HTTP", `{"plugin":{"url":"http://plugin.example.com","tls":{"serverName":"plugin.example.com"}},"namespaces":{"names":["payments"]}}`},
