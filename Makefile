@@ -43,8 +43,8 @@ INSTALL := bash $(CURDIR)/test/controlplane/install.sh
 # (built once, too) in network namespaces, and need the nft and ip commands.
 TEST_PREREQS := controlplane consul dataplane shellcheck
 # GO_TEST_VET=off leaves out go test's own vet pass (a subset of go vet's
-# checks, with a pass of its own over every dependency): CI sets it, having
-# run `make vet`, which runs them all, on the tests too.
+# checks, with a pass of its own over every dependency): CI sets it, as it
+# runs golangci-lint, whose govet runs go vet's analyzers, on the tests too.
 GO_TEST_VET ?=
 TEST_FLAGS ?= -count=1 -timeout 30m$(if $(GO_TEST_VET), -vet=$(GO_TEST_VET))
 TEST_PKGS ?= ./...
