@@ -17,12 +17,6 @@ type Provider interface {
 	Help() string
 }
 
-// ProviderWithUserAgent is a Provider that sends a user agent.
-type ProviderWithUserAgent interface {
-	Provider
-	SetUserAgent(string)
-}
-
 // Providers is the built-in set, empty here: the cloud providers are what
 // this module leaves out.
 var Providers = map[string]Provider{}
@@ -30,7 +24,6 @@ var Providers = map[string]Provider{}
 // Discover resolves "provider=NAME key=value ..." with its providers.
 type Discover struct {
 	providers map[string]Provider
-	userAgent string
 }
 
 // Option configures a Discover.
@@ -44,17 +37,13 @@ func New(opts ...Option) (*Discover, error) {
 			return nil, err
 		}
 	}
-	for _, p := range d.providers {
-		if ua, ok := p.(ProviderWithUserAgent); ok {
-			ua.SetUserAgent(d.userAgent)
-		}
-	}
 	return d, nil
 }
 
-// WithUserAgent sets the user agent the providers send.
-func WithUserAgent(agent string) Option {
-	return func(d *Discover) error { d.userAgent = agent; return nil }
+// WithUserAgent is accepted and unused: none of the providers Consul
+// gives this Discover sends requests that carry one.
+func WithUserAgent(string) Option {
+	return func(*Discover) error { return nil }
 }
 
 // WithProviders replaces the set of providers.
@@ -62,7 +51,7 @@ func WithProviders(m map[string]Provider) Option {
 	return func(d *Discover) error { d.providers = m; return nil }
 }
 
-// Names lists the providers' names, sorted.
+// Names lists the providers' names, sorted (Consul logs them).
 func (d *Discover) Names() []string {
 	names := make([]string, 0, len(d.providers))
 	for name := range d.providers {
@@ -70,11 +59,6 @@ func (d *Discover) Names() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// Help names the providers there are.
-func (d *Discover) Help() string {
-	return "provider=NAME key=value ...; providers: " + strings.Join(d.Names(), ", ")
 }
 
 // Addrs parses cfg ("provider=NAME key=value ...", values without spaces)

@@ -66,12 +66,12 @@ var aliases = map[string]string{
 
 // clients are what the controllers are built from.
 type clients struct {
-	kube      kubernetes.Interface
-	metadata  metadata.Interface
-	discovery discovery.DiscoveryInterface
-	informers informers.SharedInformerFactory
-	metadataI metadatainformer.SharedInformerFactory
-	started   chan struct{}
+	kube              kubernetes.Interface
+	metadata          metadata.Interface
+	discovery         discovery.DiscoveryInterface
+	informers         informers.SharedInformerFactory
+	metadataInformers metadatainformer.SharedInformerFactory
+	started           chan struct{}
 }
 
 // starters build each controller and return what runs it.
@@ -86,7 +86,7 @@ var starters = map[string]func(context.Context, *clients) (func(context.Context)
 		mapper := restmapper.NewDeferredDiscoveryRESTMapper(cacheddiscovery.NewMemCacheClient(c.discovery))
 		gc, err := garbagecollector.NewGarbageCollector(ctx, c.kube, c.metadata, mapper,
 			garbagecollector.DefaultIgnoredResources(),
-			informerfactory.NewInformerFactory(c.informers, c.metadataI), c.started)
+			informerfactory.NewInformerFactory(c.informers, c.metadataInformers), c.started)
 		if err != nil {
 			return nil, err
 		}
@@ -133,7 +133,7 @@ func run(kubeconfig, controllers string, leaderElect bool, securePort int) error
 		return err
 	}
 	c.informers = informers.NewSharedInformerFactory(c.kube, resync)
-	c.metadataI = metadatainformer.NewSharedInformerFactory(c.metadata, resync)
+	c.metadataInformers = metadatainformer.NewSharedInformerFactory(c.metadata, resync)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -156,7 +156,7 @@ func run(kubeconfig, controllers string, leaderElect bool, securePort int) error
 	// As kube-controller-manager: the informers start once every
 	// controller has asked for its own.
 	c.informers.Start(ctx.Done())
-	c.metadataI.Start(ctx.Done())
+	c.metadataInformers.Start(ctx.Done())
 	close(c.started)
 	for _, r := range runs {
 		go r(ctx)
