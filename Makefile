@@ -147,7 +147,7 @@ lint: golangci-lint ## Run golangci-lint (.golangci.yml), on the test modules to
 E2E_PKGS ?= ./test/e2e/...
 
 .PHONY: test
-test: ## Run all tests on a real kube-apiserver and etcd (envtest), dual-stack, then the end-to-end suites single-stack; and the workflows' lint. Builds what they need first (test/run.sh: Consul and the data-path binaries build in the background while the suites that need neither run).
+test: ## Run all tests on a real kube-apiserver and etcd (envtest), dual-stack, each end-to-end suite then again single-stack; and the workflows' lint. Builds what they need first (test/run.sh: Consul and the data-path binaries build in the background while the suites that need neither run).
 	$(ENVTEST_ENV) GO=$(GO) MAKE=$(MAKE) TEST_PKGS='$(TEST_PKGS)' E2E_PKGS='$(E2E_PKGS)' TEST_FLAGS='$(TEST_FLAGS)' SUBMODULES='$(SUBMODULES)' bash test/run.sh
 
 .PHONY: verify
@@ -326,7 +326,9 @@ shellcheck: ## Install Debian's shellcheck when missing (the workflows' lint run
 tools: controller-gen golangci-lint ## Build (once) and link controller-gen and golangci-lint into bin/.
 
 # go-install-tool: go install $(2)@$(3) into $(CACHE_DIR)/$(1)-$(3)/ once, then link it into bin/.
-# flock serialises concurrent installs of the same tool version.
+# flock serialises concurrent installs of the same tool version. Paths are
+# trimmed as in every other build here (cgo is off for all), so the standard
+# library the tool needs is the one compiled for the rest, not compiled again.
 define go-install-tool
 @dir='$(CACHE_DIR)/$(1)-$(3)'; \
 mkdir -p "$$dir" '$(BIN)'; \
@@ -336,7 +338,7 @@ if [[ ! -x "$$dir/$(1)" ]]; then \
 	if [[ ! -x "$$dir/$(1)" ]]; then \
 		echo '$(1) $(3): building it into '"$$dir"' (once; a few minutes cold)'; \
 		start=$$SECONDS; \
-		GOBIN="$$dir" GOWORK=off GOFLAGS=-ldflags=-w $(GO) install $(2)@$(3); \
+		GOBIN="$$dir" GOWORK=off GOFLAGS='-trimpath -ldflags=-w' $(GO) install $(2)@$(3); \
 		echo "$(1) $(3): built in $$((SECONDS - start))s"; \
 	fi; \
 fi; \
