@@ -13,8 +13,15 @@ set -uo pipefail
 if ! grep -qxF -- "$(pwd -P)" <<<"${BACKENDSLICE_BOTH_STACKS:-}"; then
 	exec "$@"
 fi
-# The first run's exit status is the wrapper's when it fails: go test then
-# prints its output, whose last lines say what failed.
-BACKENDSLICE_TEST_STACK=dual "$@" || exit
+# Both runs run, whatever the first's result, so that a failure says which
+# stacks it is on. go test prints the output of a binary that fails: both
+# runs', then the line that names the failed ones.
+BACKENDSLICE_TEST_STACK=dual "$@"
+dual=$?
 echo "=== the same suite on a single-stack API server (BACKENDSLICE_TEST_STACK=single)"
-BACKENDSLICE_TEST_STACK=single exec "$@"
+BACKENDSLICE_TEST_STACK=single "$@"
+single=$?
+if ((dual || single)); then
+	echo "=== failed: dual-stack run exit $dual, single-stack run exit $single"
+	exit $((dual ? dual : single))
+fi
