@@ -66,11 +66,11 @@ both_stacks=(-exec "$PWD/test/bothstacks.sh")
 # answers (at two at a time the CPU stood 80-90% idle through the later
 # ones), and each of the end-to-end ones holds its place for two runs. Each
 # starts its own API server, lab and agents.
-waiting=(-p 4)
+parallel=(-p 4)
 
 status=0
 phase "go test: the packages that need only kube-apiserver and etcd (${#first[@]})"
-"$go" test "${waiting[@]}" "${both_stacks[@]}" "${first[@]}" "${test_flags[@]}" || status=1
+"$go" test "${parallel[@]}" "${both_stacks[@]}" "${first[@]}" "${test_flags[@]}" || status=1
 
 phase "waiting for the background build"
 wait "$builder" || true
@@ -84,7 +84,7 @@ unset BACKENDSLICE_BUILDING
 
 if ((${#second[@]})); then
 	phase "go test: the packages that run Consul or the data-path lab (${#second[@]})"
-	"$go" test "${waiting[@]}" "${both_stacks[@]}" "${second[@]}" "${test_flags[@]}" || status=1
+	"$go" test "${parallel[@]}" "${both_stacks[@]}" "${second[@]}" "${test_flags[@]}" || status=1
 fi
 
 for m in "${submodules[@]}"; do

@@ -46,8 +46,9 @@ func TestBothStacks(t *testing.T) {
 			// The stand-in binary: it records its stack (and its
 			// argument, to show the flags reach each run) and exits 3
 			// on the stack to fail on.
-			binary := `echo "${` + controlplane.StackEnv + `:-unset} $1" >>"$RECORD"; [ "${` + controlplane.StackEnv + `:-unset}" != "$FAIL_ON" ]`
-			cmd := exec.Command("bash", script, "sh", "-c", binary+" || exit 3", "sh", "-test.count=1")
+			stack := "${" + controlplane.StackEnv + ":-unset}"
+			binary := `echo "` + stack + ` $1" >>"$RECORD"; [ "` + stack + `" != "$FAIL_ON" ] || exit 3`
+			cmd := exec.Command("bash", script, "sh", "-c", binary, "sh", "-test.count=1")
 			cmd.Dir = dir
 			listed := "/elsewhere"
 			if c.listed {
